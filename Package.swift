@@ -1,0 +1,84 @@
+// swift-tools-version: 6.0
+// camagent: a camera capture and publishing agent for Linux.
+// Targets are split by concern (see README "Layout"); C libraries are reached
+// only through the thin shim modules in CModules/.
+import PackageDescription
+
+let package = Package(
+    name: "camagent",
+    products: [
+        .executable(name: "camagent", targets: ["camagent"]),
+        .library(name: "MediaTypes", targets: ["MediaTypes"]),
+        .library(name: "VideoSources", targets: ["VideoSources"]),
+        .library(name: "AudioDevices", targets: ["AudioDevices"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+    ],
+    targets: [
+        // MARK: C shims (one per C library; only what Swift cannot import)
+        .target(
+            name: "CV4L2",
+            path: "CModules/CV4L2",
+            linkerSettings: [.linkedLibrary("v4l2")]
+        ),
+        .target(
+            name: "CYUV",
+            path: "CModules/CYUV",
+            linkerSettings: [.linkedLibrary("yuv")]
+        ),
+        .target(
+            name: "CALSA",
+            path: "CModules/CALSA",
+            linkerSettings: [.linkedLibrary("asound")]
+        ),
+
+        // MARK: Swift libraries by concern
+        // Frames, formats, clocks and the OpenTok-shaped capture protocols.
+        .target(name: "MediaTypes"),
+        // Pixel conversion to and from NV12 (libyuv), test-pattern drawing.
+        .target(name: "PixelConversion", dependencies: ["MediaTypes", "CYUV"]),
+        // Video sources: the V4L2 capturer, the test pattern, the frame-rate governor.
+        .target(
+            name: "VideoSources",
+            dependencies: [
+                "MediaTypes", "PixelConversion", "CV4L2",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // Audio devices: the ALSA capture/render driver, the silent fallback.
+        .target(
+            name: "AudioDevices",
+            dependencies: [
+                "MediaTypes", "CALSA",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // Media files: Y4M and WAV writers/readers.
+        .target(name: "MediaFiles", dependencies: ["MediaTypes", "PixelConversion"]),
+        // The command-line agent.
+        .executableTarget(
+            name: "camagent",
+            dependencies: [
+                "MediaTypes", "PixelConversion", "VideoSources", "AudioDevices", "MediaFiles",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+
+        // MARK: Tests (host unit tests; device tests live in Tests/Device and run in the VM)
+        .testTarget(name: "MediaTypesTests", dependencies: ["MediaTypes"]),
+        .testTarget(name: "PixelConversionTests", dependencies: ["PixelConversion", "MediaTypes"]),
+        .testTarget(
+            name: "VideoSourcesTests",
+            dependencies: ["VideoSources", "MediaTypes", "PixelConversion", .product(name: "Logging", package: "swift-log")]
+        ),
+        .testTarget(
+            name: "AudioDevicesTests",
+            dependencies: ["AudioDevices", "MediaTypes", .product(name: "Logging", package: "swift-log")]
+        ),
+        .testTarget(name: "MediaFilesTests", dependencies: ["MediaFiles", "MediaTypes", "PixelConversion"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,79 @@
+/// Why a video capturer failed, always naming the device.
+///
+/// Each case is one thing a user can act on; the CLI maps each to its own exit
+/// code (see README "Exit codes").
+public enum CaptureError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// Nothing at that path.
+    case noSuchDevice(device: String)
+    /// The node exists but this user may not open it.
+    case permissionDenied(device: String)
+    /// The node is not a V4L2 capture device (not a character device, no
+    /// VIDEO_CAPTURE or STREAMING capability, an output node...).
+    case notACaptureDevice(device: String, reason: String)
+    /// The device only offers the multi-planar API, which camagent does not speak yet.
+    case multiplanarNotSupported(device: String)
+    /// Another program is streaming from the device (EBUSY).
+    case busy(device: String)
+    /// The requested pixel format is not offered (emulated formats do not count).
+    case formatNotSupported(device: String, requested: String, available: [String])
+    /// The requested size is not offered at that format.
+    case sizeNotSupported(device: String, requested: FrameSize, available: [FrameSize])
+    /// The requested frame rate is not offered at that format and size.
+    case rateNotSupported(device: String, requested: Double, available: [Double])
+    /// The device went away while streaming (ENODEV, unplug, driver unloaded).
+    case deviceLost(device: String)
+    /// No frame arrived for the given number of seconds.
+    case timeout(device: String, seconds: Double)
+    /// A driver call failed in a way none of the cases above describes.
+    case driverError(device: String, operation: String, errno: Int32)
+
+    public var device: String {
+        switch self {
+        case .noSuchDevice(let d), .permissionDenied(let d), .notACaptureDevice(let d, _),
+             .multiplanarNotSupported(let d), .busy(let d), .formatNotSupported(let d, _, _),
+             .sizeNotSupported(let d, _, _), .rateNotSupported(let d, _, _), .deviceLost(let d),
+             .timeout(let d, _), .driverError(let d, _, _):
+            return d
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .noSuchDevice(let d):
+            return "\(d): no such device"
+        case .permissionDenied(let d):
+            return "\(d): permission denied (is the user in the 'video' group?)"
+        case .notACaptureDevice(let d, let reason):
+            return "\(d): not a video capture device (\(reason))"
+        case .multiplanarNotSupported(let d):
+            return "\(d): the device only supports the multi-planar API, which camagent does not support yet"
+        case .busy(let d):
+            return "\(d): device is busy (another program is capturing from it)"
+        case .formatNotSupported(let d, let requested, let available):
+            return "\(d): pixel format \(requested) not supported; the device offers \(available.joined(separator: ", "))"
+        case .sizeNotSupported(let d, let requested, let available):
+            return "\(d): size \(requested) not supported; the device offers \(available.map(\.description).joined(separator: ", "))"
+        case .rateNotSupported(let d, let requested, let available):
+            let rates = available.map { $0.formatted(decimals: 2) }.joined(separator: ", ")
+            return "\(d): \(requested.formatted(decimals: 2)) fps not supported; the device offers \(rates)"
+        case .deviceLost(let d):
+            return "\(d): device lost while capturing (unplugged or driver gone)"
+        case .timeout(let d, let seconds):
+            return "\(d): no frame for \(seconds.formatted(decimals: 1)) s"
+        case .driverError(let d, let operation, let errno):
+            return "\(d): \(operation) failed: \(SystemErrorText.describe(errno))"
+        }
+    }
+}
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// errno values as text ("EBUSY (Device or resource busy)").
+public enum SystemErrorText {
+    public static func describe(_ code: Int32) -> String {
+        let text = strerror(code).map { String(cString: $0) } ?? "unknown error"
+        return "errno \(code) (\(text))"
+    }
+}
