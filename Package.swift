@@ -29,6 +29,10 @@ let package = Package(
             linkerSettings: [.linkedLibrary("yuv")]
         ),
         .target(
+            name: "CLinux",
+            path: "CModules/CLinux"
+        ),
+        .target(
             name: "CALSA",
             path: "CModules/CALSA",
             linkerSettings: [.linkedLibrary("asound")]
@@ -43,7 +47,7 @@ let package = Package(
         .target(
             name: "VideoSources",
             dependencies: [
-                "MediaTypes", "PixelConversion", "CV4L2",
+                "MediaTypes", "PixelConversion", "CV4L2", "CLinux",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -1,0 +1,17 @@
+// CLinux: Linux-only libc calls that Swift's Glibc module does not export
+// (as swift-nio's CNIOLinux does): eventfd, and naming a thread, which glibc
+// declares only under _GNU_SOURCE. No logic lives here.
+#ifndef CLINUX_H
+#define CLINUX_H
+
+#include <sys/eventfd.h>
+#include <pthread.h>
+
+static const int CLinux_EFD_NONBLOCK = EFD_NONBLOCK;
+static const int CLinux_EFD_CLOEXEC = EFD_CLOEXEC;
+
+int CLinux_eventfd(unsigned int initial, int flags);
+// Names the calling thread (shown by top -H and gdb); at most 15 characters.
+int CLinux_set_thread_name(const char *name);
+
+#endif

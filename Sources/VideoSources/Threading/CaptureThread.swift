@@ -1,0 +1,77 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A dedicated, named OS thread that can be joined: capture blocks in poll(),
+/// which must not happen on Swift's cooperative thread pool.
+final class CaptureThread: Sendable {
+    private let handle: pthread_t
+
+    private final class Start: @unchecked Sendable {  // handed over once, at creation
+        let name: String
+        let body: @Sendable () -> Void
+        init(name: String, body: @escaping @Sendable () -> Void) {
+            self.name = name
+            self.body = body
+        }
+    }
+
+    /// Starts `body` on a new thread named `name` (at most 15 characters are kept).
+    init(name: String, body: @escaping @Sendable () -> Void) {
+        let start = Unmanaged.passRetained(Start(name: name, body: body))
+        var thread = pthread_t()
+        let result = pthread_create(&thread, nil, { context in
+            let start = Unmanaged<Start>.fromOpaque(context!).takeRetainedValue()
+            _ = CLinux_set_thread_name(String(start.name.prefix(15)))
+            start.body()
+            return nil
+        }, start.toOpaque())
+        precondition(result == 0, "pthread_create failed: \(SystemErrorText.describe(result))")
+        handle = thread
+    }
+
+    /// Waits for the thread to finish. Call exactly once.
+    func join() {
+        pthread_join(handle, nil)
+    }
+}
+
+/// An eventfd that wakes a thread blocked in poll() (to stop, or to look at
+/// new settings) without signals or timeouts.
+final class WakeEvent: Sendable {
+    let fd: Int32
+
+    init() {
+        fd = CLinux_eventfd(0, CLinux_EFD_NONBLOCK | CLinux_EFD_CLOEXEC)
+        precondition(fd >= 0, "eventfd failed: \(SystemErrorText.describe(errno))")
+    }
+
+    deinit { close(fd) }
+
+    func signal() {
+        var one: UInt64 = 1
+        _ = withUnsafeBytes(of: &one) { Glibc.write(fd, $0.baseAddress, 8) }
+    }
+
+    /// Clears pending wake-ups (the descriptor is non-blocking).
+    func drain() {
+        var value: UInt64 = 0
+        _ = withUnsafeMutableBytes(of: &value) { Glibc.read(fd, $0.baseAddress, 8) }
+    }
+
+    /// Waits until signalled or `milliseconds` pass; true if signalled.
+    func wait(milliseconds: Int32) -> Bool {
+        var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        let n = Glibc.poll(&p, 1, milliseconds)
+        if n > 0 { drain(); return true }
+        return false
+    }
+}
+
+import MediaTypes
+internal import CLinux
+
+extension CaptureThread {
+    /// True when called on this thread (stopping from inside a callback must not join).
+    var isCurrent: Bool { pthread_equal(handle, pthread_self()) != 0 }
+}
