@@ -79,8 +79,9 @@ public final class V4L2VideoCapture: VideoCapture {
             c.failure = nil
             stopRequested.store(false, ordering: .sequentiallyConsistent)
             wake.drain()
+            let handoff = SessionHandoff(session)
             c.thread = CaptureThread(name: "camagent-v4l2") { [self] in
-                let kept = captureLoop(session)
+                let kept = captureLoop(handoff)
                 control.withLock { c in
                     c.session = kept
                     c.started = false
@@ -143,12 +144,22 @@ public final class V4L2VideoCapture: VideoCapture {
     }
 
     /// Runs until stopped or failed; returns the session if it can be reused.
-    private func captureLoop(_ initial: StreamSession) -> StreamSession? {
-        var session = initial
-        var state = LoopState(lastFrameAt: .now(),
-                              governor: FrameRateGovernor(granted: session.grantedRate, adapt: options.adapt,
-                                                          configuration: options.governor))
+    private func captureLoop(_ handoff: SessionHandoff) -> StreamSession? {
+        var current = handoff.take()
+        var lost: (identity: V4L2Capabilities, at: MonotonicTimestamp)?
+        var state = LoopState(lastFrameAt: .now(), governor: newGovernor(granted: current?.grantedRate ?? 0))
         while !stopRequested.load(ordering: .relaxed) {
+            if let gone = lost {
+                guard let reopened = waitForDevice(like: gone.identity) else { return nil }  // stopped while waiting
+                current = reopened
+                lost = nil
+                recorder.update { $0.reconnects += 1 }
+                control.withLock { $0.settings = reopened.settings }
+                state = LoopState(lastFrameAt: .now(), governor: newGovernor(granted: reopened.grantedRate))
+                emit(.reconnected(reopened.settings, gap: MonotonicTimestamp.now() - gone.at))
+                continue
+            }
+            guard let session = current else { return nil }
             let outcome = captureStep(session, &state)
             guard case .failure(let error) = outcome else { continue }
 
@@ -164,19 +175,17 @@ public final class V4L2VideoCapture: VideoCapture {
                 return error.isDeviceGone ? nil : session
             }
             emit(.deviceLost(error))
-            let lostAt = MonotonicTimestamp.now()
-            guard let reopened = waitForDevice(like: session) else { return nil }  // stopped while waiting
-            session = reopened
-            let gap = MonotonicTimestamp.now() - lostAt
-            recorder.update { $0.reconnects += 1 }
-            control.withLock { $0.settings = reopened.settings }
-            state = LoopState(lastFrameAt: .now(),
-                              governor: FrameRateGovernor(granted: session.grantedRate, adapt: options.adapt,
-                                                          configuration: options.governor))
-            emit(.reconnected(reopened.settings, gap: gap))
+            // Drop the session (closing the dead descriptor) before waiting: an
+            // open node keeps the driver module busy, so it could not be reloaded.
+            lost = (session.device.capabilities, .now())
+            current = nil
         }
-        session.stopStreaming()
-        return session
+        current?.stopStreaming()
+        return current
+    }
+
+    private func newGovernor(granted: Double) -> FrameRateGovernor {
+        FrameRateGovernor(granted: granted, adapt: options.adapt, configuration: options.governor)
     }
 
     /// One wait and whatever it brought. `.success` to go on.
@@ -366,8 +375,7 @@ public final class V4L2VideoCapture: VideoCapture {
 
     /// Waits until a device with the lost one's identity (bus info and driver)
     /// is back, then reopens, renegotiates and restarts it. nil if stopped first.
-    private func waitForDevice(like lost: StreamSession) -> StreamSession? {
-        let identity = lost.device.capabilities
+    private func waitForDevice(like identity: V4L2Capabilities) -> StreamSession? {
         var lastError: CaptureError?
         while !stopRequested.load(ordering: .relaxed) {
             for path in DeviceDiscovery.candidatePaths(preferring: name) {
@@ -393,6 +401,17 @@ public final class V4L2VideoCapture: VideoCapture {
             _ = wake.wait(milliseconds: ms)
         }
         return nil
+    }
+}
+
+/// Carries the session to the capture thread without the thread's closure
+/// keeping it alive: the loop takes it out, so dropping it really closes it.
+private final class SessionHandoff: @unchecked Sendable {  // taken once, by the capture thread
+    private var session: StreamSession?
+    init(_ session: StreamSession) { self.session = session }
+    func take() -> StreamSession? {
+        defer { session = nil }
+        return session
     }
 }
 

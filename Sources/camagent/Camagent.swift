@@ -1,0 +1,26 @@
+import ArgumentParser
+import Logging
+
+/// The camagent command line: capture, inspect and (later) publish.
+@main
+struct Camagent: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "camagent",
+        abstract: "Camera capture and publishing agent for Linux.",
+        discussion: "Exit codes are listed in README.md (\"Exit codes\").",
+        subcommands: [DevicesCommand.self, CaptureCommand.self, SelftestCommand.self]
+    )
+}
+
+/// Options every command shares.
+struct GlobalOptions: ParsableArguments {
+    @Flag(name: .shortAndLong, help: "Log debug details to stderr.")
+    var verbose = false
+
+    /// A logger writing to stderr; libraries get it passed in.
+    func makeLogger(label: String = "camagent") -> Logger {
+        var logger = Logger(label: label) { StreamLogHandler.standardError(label: $0) }
+        logger.logLevel = verbose ? .debug : .notice
+        return logger
+    }
+}

@@ -1,0 +1,77 @@
+import ArgumentParser
+import MediaTypes
+import VideoSources
+
+/// `camagent devices`: every video capture node, with formats, sizes and rates.
+struct DevicesCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "devices",
+        abstract: "List video capture devices with their formats, sizes and frame rates.")
+
+    @Flag(help: "Print one JSON object instead of text.")
+    var json = false
+
+    @Option(help: "Describe only this device node.")
+    var device: String?
+
+    @OptionGroup var global: GlobalOptions
+
+    struct Listing: Encodable {
+        var video: [VideoDeviceDescription]
+    }
+
+    func run() throws {
+        let video: [VideoDeviceDescription]
+        if let device {
+            do throws(CaptureError) {
+                video = [try VideoDevices.describe(path: device)]
+            } catch {
+                throw fail(error)
+            }
+        } else {
+            video = VideoDevices.list()
+        }
+        if json {
+            print(JSONOutput.pretty(Listing(video: video)))
+            return
+        }
+        if video.isEmpty {
+            print("No video capture devices found (camagent can still run on the built-in test pattern: --device test-pattern).")
+        }
+        for d in video {
+            print(DeviceText.describe(d))
+        }
+    }
+}
+
+/// Human-readable device listings.
+enum DeviceText {
+    static func describe(_ d: VideoDeviceDescription) -> String {
+        var lines = ["\(d.path): \(d.card) (driver \(d.driver), bus \(d.busInfo))"]
+        for name in d.stableNames { lines.append("  also \(name)") }
+        for f in d.formats {
+            let flags = [f.compressed ? "compressed" : nil, f.emulated ? "emulated, not used" : nil].compactMap { $0 }
+            let suffix = flags.isEmpty ? "" : " [\(flags.joined(separator: ", "))]"
+            lines.append("  \(f.fourcc) \(f.description)\(suffix)")
+            for s in f.sizes {
+                lines.append("    \(sizeText(s)): \(s.intervals.map(intervalText).joined(separator: ", "))")
+            }
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    static func sizeText(_ s: VideoDeviceDescription.Size) -> String {
+        switch s.kind {
+        case "discrete": return "\(s.width)x\(s.height)"
+        default:
+            return "\(s.width)x\(s.height) to \(s.maxWidth ?? 0)x\(s.maxHeight ?? 0) (\(s.kind), step \(s.stepWidth ?? 1)x\(s.stepHeight ?? 1))"
+        }
+    }
+
+    static func intervalText(_ i: VideoDeviceDescription.Interval) -> String {
+        switch i.kind {
+        case "discrete": return "\(i.fps.formatted(decimals: 3)) fps"
+        default: return "\((i.minFps ?? 0).formatted(decimals: 3))-\(i.fps.formatted(decimals: 3)) fps (\(i.kind))"
+        }
+    }
+}
