@@ -236,7 +236,7 @@ struct CaptureSummary: Encodable {
 }
 
 /// Turns SIGINT/SIGTERM into a clean stop with a summary.
-final class SignalStop: Sendable {
+final class SignalStop: @unchecked Sendable {  // the sources are only kept alive, never touched again
     private let sources: [DispatchSourceSignal]
 
     init(_ action: @escaping @Sendable () -> Void) {

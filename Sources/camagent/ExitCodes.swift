@@ -55,5 +55,6 @@ import Glibc
 func printError(_ line: String) {
     var text = line
     text.append("\n")
-    fputs(text, stderr)
+    // write(2) on fd 2: unbuffered, and no shared FILE* to reason about.
+    _ = text.utf8CString.withUnsafeBufferPointer { Glibc.write(2, $0.baseAddress, $0.count - 1) }
 }

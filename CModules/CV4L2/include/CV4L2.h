@@ -9,6 +9,7 @@
 
 #include <linux/videodev2.h>
 #include <libv4l2.h>
+#include <sys/ioctl.h>
 
 // MARK: ioctl requests (function-like macros in videodev2.h)
 static const unsigned long CV4L2_VIDIOC_QUERYCAP = VIDIOC_QUERYCAP;
@@ -44,6 +45,13 @@ static const unsigned int CV4L2_CID_EXPOSURE_AUTO_PRIORITY = V4L2_CID_EXPOSURE_A
 // v4l2_ioctl() is variadic, which Swift cannot call.
 static inline int cv4l2_ioctl(int fd, unsigned long request, void *argument) {
     return v4l2_ioctl(fd, request, argument);
+}
+
+// The kernel's ioctl(), bypassing libv4l2: used once per open to check that a
+// node speaks V4L2 before libv4l2 sees it (libv4l2 prints its own errors for
+// nodes that do not). ioctl() is variadic, which Swift cannot call.
+static inline int cv4l2_kernel_ioctl(int fd, unsigned long request, void *argument) {
+    return ioctl(fd, request, argument);
 }
 
 #endif

@@ -21,6 +21,15 @@ struct LibV4L2Kernel: V4L2Kernel {
         case .success(let f): fd = f
         case .failure(let e): throw e
         }
+        // Only V4L2 nodes go to libv4l2 (it prints its own errors for others).
+        var probe = v4l2_capability()
+        let isV4L2 = withUnsafeMutablePointer(to: &probe) {
+            retryingOnInterrupt({ cv4l2_kernel_ioctl(fd, CV4L2_VIDIOC_QUERYCAP, $0) }, failed: { $0 < 0 })
+        }
+        if case .failure(let e) = isV4L2 {
+            Glibc.close(fd)
+            throw e
+        }
         // Register the descriptor with libv4l2 without its conversion layer;
         // it then only passes calls through (and handles a few driver quirks).
         if v4l2_fd_open(fd, Int32(V4L2_DISABLE_CONVERSION)) < 0 {

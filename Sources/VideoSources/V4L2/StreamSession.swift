@@ -1,5 +1,6 @@
 import Logging
 import MediaTypes
+import PixelConversion
 
 /// One open, negotiated device with its buffers, pool and converter: the
 /// runtime state of a capture.
@@ -19,6 +20,7 @@ final class StreamSession: @unchecked Sendable {
     private(set) var pool: VideoFramePool
     /// Frame the picture is converted into before rotation (`--rotate-pixels` only).
     private(set) var rotationScratch: VideoFrame?
+    private(set) var rotator: PixelRotator?
 
     var path: String { device.path }
     var isStreaming: Bool { buffers != nil }
@@ -36,6 +38,7 @@ final class StreamSession: @unchecked Sendable {
         converter = FrameConverter(deviceFormat: format)
         pool = Self.makePool(for: format, options: options)
         rotationScratch = Self.makeScratch(for: format, options: options)
+        rotator = rotationScratch.map { _ in PixelRotator(maxWidth: format.width, maxHeight: format.height) }
     }
 
     /// Sets format and interval on the device; returns what the driver granted.
@@ -168,6 +171,7 @@ final class StreamSession: @unchecked Sendable {
             pool = Self.makePool(for: format, options: options)
         }
         rotationScratch = Self.makeScratch(for: format, options: options)
+        rotator = rotationScratch.map { _ in PixelRotator(maxWidth: format.width, maxHeight: format.height) }
         if wasStreaming { try startStreaming() }
     }
 

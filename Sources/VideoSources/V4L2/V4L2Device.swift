@@ -68,6 +68,7 @@ final class V4L2Device {
         case .noSuchFile, .noDevice, .noDeviceOrAddress: .noSuchDevice(device: path)
         case .accessDenied, .notPermitted: .permissionDenied(device: path)
         case .busy: .busy(device: path)
+        case .notATypewriter, .invalidArgument: .notACaptureDevice(device: path, reason: "not a V4L2 device")
         default: .driverError(device: path, operation: "open", errno: error.code)
         }
     }

@@ -289,7 +289,7 @@ public final class V4L2VideoCapture: VideoCapture {
                 scratch.setFormat(.nv12(width: session.deviceFormat.width, height: session.deviceFormat.height,
                                         framesPerSecond: session.grantedRate))
                 try session.converter.convert(bytes, into: scratch)
-                PixelRotation.apply(options.orientation, from: scratch, into: frame)
+                session.rotator?.apply(options.orientation, from: scratch, into: frame)
             } else {
                 try session.converter.convert(bytes, into: frame)
             }
