@@ -23,8 +23,8 @@ struct LibV4L2Kernel: V4L2Kernel {
         }
         // Only V4L2 nodes go to libv4l2 (it prints its own errors for others).
         var probe = v4l2_capability()
-        let isV4L2 = withUnsafeMutablePointer(to: &probe) {
-            retryingOnInterrupt({ cv4l2_kernel_ioctl(fd, CV4L2_VIDIOC_QUERYCAP, $0) }, failed: { $0 < 0 })
+        let isV4L2 = withUnsafeMutablePointer(to: &probe) { pointer in
+            retryingOnInterrupt({ cv4l2_kernel_ioctl(fd, CV4L2_VIDIOC_QUERYCAP, pointer) }, failed: { $0 < 0 })
         }
         if case .failure(let e) = isV4L2 {
             Glibc.close(fd)
