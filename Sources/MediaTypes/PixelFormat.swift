@@ -29,10 +29,12 @@ public struct PixelFormat: Hashable, Sendable, CustomStringConvertible {
     /// I420 (V4L2 calls it YU12): three planes, what Y4M files carry.
     public static let i420 = PixelFormat("YU12")
 
-    /// The four characters, with trailing spaces kept ("Y16 ").
+    /// The four characters, with trailing spaces kept ("Y16 "); formats with
+    /// the big-endian bit (31) set get "-BE", as v4l2-ctl names them.
     public var name: String {
-        let bytes = (0..<4).map { UInt8(truncatingIfNeeded: fourcc >> (8 * $0)) }
-        return String(decoding: bytes, as: UTF8.self)
+        let bytes = (0..<4).map { UInt8(truncatingIfNeeded: (fourcc & 0x7FFF_FFFF) >> (8 * $0)) }
+        let text = String(decoding: bytes, as: UTF8.self)
+        return fourcc & 0x8000_0000 != 0 ? text + "-BE" : text
     }
 
     public var description: String { name }

@@ -60,7 +60,7 @@ def v4l2_list_formats(device):
     formats = {}
     fourcc = size = None
     for line in out.splitlines():
-        m = re.match(r"\s*\[\d+\]: '(.{4})'", line)
+        m = re.match(r"\s*\[\d+\]: '([^']+)'", line)
         if m:
             fourcc = m.group(1)
             formats[fourcc] = {}

@@ -214,18 +214,41 @@ def wait_for_line(proc, needle, timeout):
 
 
 def test_error_buffers_are_counted(vivid):
-    control = find_control(vivid, "error", "buffers")
-    proc = streaming(vivid, "--size", "320x180", "--duration", "12")
-    try:
-        wait_for_line(proc, "capturing", 60)
-        set_control(vivid, control, 50)
-        out, err = proc.communicate(timeout=120)
-    finally:
-        set_control(vivid, control, 0)
+    control = find_control(vivid, "inject", "buf_flag_error")  # a button: flags the next buffer
+    proc = streaming(vivid, "--size", "320x180", "--duration", "15")
+    wait_for_line(proc, "capturing", 60)
+    for _ in range(5):
+        time.sleep(0.5)
+        set_control(vivid, control, 1)
+    out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     summary = last_json(out)
-    assert summary["corrupt"] > 0, summary
+    assert summary["corrupt"] >= 1, summary
     assert summary["frames"] > 0
+
+
+def test_fatal_streaming_error_recovers_with_reconnect(vivid):
+    """vivid's fatal streaming error makes DQBUF fail with EIO; with --reconnect
+    the device is reopened and frames flow again, without reloading anything."""
+    proc = streaming(vivid, "--size", "320x180", "--reconnect", "--duration", "40")
+    wait_for_line(proc, "capturing", 60)
+    time.sleep(2)
+    set_control(vivid, find_control(vivid, "inject_fatal_streaming_error"), 1)
+    wait_for_line(proc, "reconnected", 60)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    summary = last_json(out)
+    assert summary["reconnects"] == 1, summary
+
+
+def test_fatal_streaming_error_without_reconnect_ends_cleanly(vivid):
+    proc = streaming(vivid, "--size", "320x180", "--duration", "60")
+    wait_for_line(proc, "capturing", 60)
+    time.sleep(2)
+    set_control(vivid, find_control(vivid, "inject_fatal_streaming_error"), 1)
+    out, err = proc.communicate(timeout=60)  # ends on its own, long before --duration
+    assert proc.returncode == EXIT_DEVICE_LOST, err
+    assert vivid in err
 
 
 def test_dropped_buffers_are_counted(vivid):

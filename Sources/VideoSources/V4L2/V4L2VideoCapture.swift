@@ -140,6 +140,7 @@ public final class V4L2VideoCapture: VideoCapture {
         var lastRawSequence: UInt32?
         var sequenceHigh: UInt64 = 0
         var lastTimestamp: MonotonicTimestamp = .zero
+        var loggedTimestampRejection = false
         var governor: FrameRateGovernor
     }
 
@@ -300,10 +301,21 @@ public final class V4L2VideoCapture: VideoCapture {
             return false
         }
 
-        // The kernel's timestamp, unless it is not monotonic, in the future or going backwards.
+        // The kernel's timestamp, unless it is not monotonic, in the future or
+        // going backwards. Drivers that stamp the nominal end of a frame (vivid
+        // does) can be up to a frame interval ahead of now: that is tolerated.
         let now = MonotonicTimestamp.now()
         var timestamp = buffer.timestamp
-        if !buffer.hasMonotonicTimestamp || timestamp > now || timestamp < state.lastTimestamp || timestamp == .zero {
+        let latestAcceptable = now + session.estimatedCaptureDelay
+        if !buffer.hasMonotonicTimestamp || timestamp > latestAcceptable || timestamp < state.lastTimestamp || timestamp == .zero {
+            if !state.loggedTimestampRejection {  // once per stream: it tends to repeat on every frame
+                state.loggedTimestampRejection = true
+                logger.notice("kernel timestamp rejected, using arrival time", metadata: [
+                    "monotonic": "\(buffer.hasMonotonicTimestamp)", "flags": "\(buffer.flags)",
+                    "aheadOfNowNs": "\(timestamp.nanoseconds - now.nanoseconds)",
+                    "sincePreviousNs": "\(timestamp.nanoseconds - state.lastTimestamp.nanoseconds)",
+                ])
+            }
             recorder.update { $0.timestampsRejected += 1 }
             timestamp = now
         }
