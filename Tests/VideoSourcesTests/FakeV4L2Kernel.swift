@@ -93,6 +93,11 @@ final class FakeV4L2Kernel: V4L2Kernel, @unchecked Sendable {  // all state behi
         }
     }
 
+    /// Puts a node back at once (the capturer polls nothing while waiting for it).
+    func withLockRestore(_ path: String, _ node: Node) {
+        withLock { $0.nodes[path] = node }
+    }
+
     /// Appends steps the stream performs, one per poll.
     func script(_ steps: [Step]) { state.withLock { $0.script.append(contentsOf: steps) } }
 
