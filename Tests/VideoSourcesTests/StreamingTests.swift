@@ -109,7 +109,7 @@ struct StreamingTests {
         try capture.start()
         #expect(eventually { capture.failure != nil })
         #expect(capture.failure == .deviceLost(device: path))
-        #expect(consumer.events.contains { $0.failure == .deviceLost(device: path) })
+        #expect(eventually { consumer.events.contains { $0.failure == .deviceLost(device: path) } })
         #expect(eventually { !capture.isCaptureStarted })
         capture.release()
     }
