@@ -29,6 +29,11 @@ let package = Package(
             linkerSettings: [.linkedLibrary("yuv")]
         ),
         .target(
+            name: "CTurboJPEG",
+            path: "CModules/CTurboJPEG",
+            linkerSettings: [.linkedLibrary("turbojpeg")]
+        ),
+        .target(
             name: "CLinux",
             path: "CModules/CLinux"
         ),
@@ -41,8 +46,8 @@ let package = Package(
         // MARK: Swift libraries by concern
         // Frames, formats, clocks and the OpenTok-shaped capture protocols.
         .target(name: "MediaTypes"),
-        // Pixel conversion to and from NV12 (libyuv), test-pattern drawing.
-        .target(name: "PixelConversion", dependencies: ["MediaTypes", "CYUV"]),
+        // Pixel conversion to and from NV12 (libyuv, libjpeg-turbo), test-pattern drawing.
+        .target(name: "PixelConversion", dependencies: ["MediaTypes", "CYUV", "CTurboJPEG"]),
         // Video sources: the V4L2 capturer, the test pattern, the frame-rate governor.
         .target(
             name: "VideoSources",

@@ -22,7 +22,7 @@ public enum CaptureError: Error, Hashable, Sendable, CustomStringConvertible {
     case rateNotSupported(device: String, requested: Double, available: [Double])
     /// The device went away while streaming (ENODEV, unplug, driver unloaded).
     case deviceLost(device: String)
-    /// No frame arrived for the given number of seconds.
+    /// No usable frame (one that was not corrupt, short or undecodable) for the given number of seconds.
     case timeout(device: String, seconds: Double)
     /// A driver call failed in a way none of the cases above describes.
     case driverError(device: String, operation: String, errno: Int32)
@@ -59,7 +59,7 @@ public enum CaptureError: Error, Hashable, Sendable, CustomStringConvertible {
         case .deviceLost(let d):
             return "\(d): device lost while capturing (unplugged or driver gone)"
         case .timeout(let d, let seconds):
-            return "\(d): no frame for \(seconds.formatted(decimals: 1)) s"
+            return "\(d): no usable frame for \(seconds.formatted(decimals: 1)) s"
         case .driverError(let d, let operation, let errno):
             return "\(d): \(operation) failed: \(SystemErrorText.describe(errno))"
         }

@@ -53,6 +53,10 @@ public final class VideoFrame: @unchecked Sendable {
     /// The device's sequence number for this picture.
     public var sequence: UInt64 = 0
     public var orientation: VideoOrientation = .upright
+    /// True when samples use the full 0-255 range (JPEG/JFIF, so MJPEG
+    /// cameras) rather than video's 16-235 luma and 16-240 chroma. Carried
+    /// as metadata, like orientation: a consumer signals it or converts.
+    public var isFullRange = false
     public var metadata = FrameMetadata()
 
     /// Allocates a frame able to hold NV12 pictures up to `maxWidth` x `maxHeight`.
@@ -104,6 +108,7 @@ public final class VideoFrame: @unchecked Sendable {
         deliveredAt = other.deliveredAt
         sequence = other.sequence
         orientation = other.orientation
+        isFullRange = other.isFullRange
         metadata = other.metadata
     }
 }

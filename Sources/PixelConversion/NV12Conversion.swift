@@ -42,14 +42,40 @@ public enum NV12Conversion {
                      Int32(frame.width), Int32(frame.height))
     }
 
-    /// The used part of a JPEG buffer: from SOI to EOI, skipping the zero
-    /// padding some drivers leave after the image. nil when either marker is missing.
+    /// The JPEG in a buffer, from SOI to EOI, found by walking its segments.
+    /// Drivers may report more bytes than the image (v4l2loopback reports the
+    /// whole buffer, with leftovers of older frames after the end), so the end
+    /// is found, not assumed. nil when a marker is missing or the data is truncated.
     public static func validatedJPEG(_ source: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
-        guard source.count >= 128, source[0] == 0xFF, source[1] == 0xD8 else { return nil }
-        var end = source.count
-        while end > 2 && source[end - 1] == 0 { end -= 1 }
-        guard end >= 4, source[end - 2] == 0xFF, source[end - 1] == 0xD9 else { return nil }
-        return UnsafeRawBufferPointer(rebasing: source[0..<end])
+        let n = source.count
+        guard n >= 128, source[0] == 0xFF, source[1] == 0xD8 else { return nil }
+        var i = 2
+        while i + 1 < n {
+            guard source[i] == 0xFF else { return nil }
+            let marker = source[i + 1]
+            switch marker {
+            case 0xFF:
+                i += 1  // fill byte
+            case 0xD9:
+                return UnsafeRawBufferPointer(rebasing: source[0..<(i + 2)])
+            case 0x01, 0xD0...0xD7:
+                i += 2  // markers without a length
+            default:
+                guard i + 3 < n else { return nil }
+                let length = Int(source[i + 2]) << 8 | Int(source[i + 3])
+                guard length >= 2 else { return nil }
+                i += 2 + length
+                if marker == 0xDA {
+                    // Entropy-coded data runs to the next marker that is not a
+                    // stuffed 0xFF00 or a restart marker.
+                    while i + 1 < n {
+                        if source[i] == 0xFF, source[i + 1] != 0, !(0xD0...0xD7).contains(source[i + 1]) { break }
+                        i += 1
+                    }
+                }
+            }
+        }
+        return nil
     }
 
     /// Width and height from the JPEG headers, without decoding.
@@ -58,20 +84,6 @@ public enum NV12Conversion {
         var w: Int32 = 0, h: Int32 = 0
         guard MJPGSize(jpeg.baseAddress!.assumingMemoryBound(to: UInt8.self), jpeg.count, &w, &h) == 0 else { return nil }
         return FrameSize(width: Int(w), height: Int(h))
-    }
-
-    /// Decodes an MJPEG frame into the frame's NV12 planes.
-    public static func mjpegToNV12(_ source: UnsafeRawBufferPointer, into frame: VideoFrame) throws(JPEGError) {
-        guard let jpeg = validatedJPEG(source) else { throw .brokenMarkers }
-        let bytes = jpeg.baseAddress!.assumingMemoryBound(to: UInt8.self)
-        var w: Int32 = 0, h: Int32 = 0
-        guard MJPGSize(bytes, jpeg.count, &w, &h) == 0 else { throw .brokenMarkers }
-        guard Int(w) == frame.width, Int(h) == frame.height else { throw .sizeMismatch(width: Int(w), height: Int(h)) }
-        let result = MJPGToNV12(bytes, jpeg.count,
-                                frame.yPlane.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32(frame.yStride),
-                                frame.uvPlane.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32(frame.uvStride),
-                                w, h, w, h)
-        guard result == 0 else { throw .decodeFailed }
     }
 
     /// Bytes of a tightly packed I420 picture (Y, then U, then V).

@@ -48,7 +48,8 @@ struct CaptureCommand: ParsableCommand {
 
         let sink: CaptureSink
         do {
-            sink = try CaptureSink(outputPath: output, format: settings.outputFormat, frameLimit: frames)
+            sink = try CaptureSink(outputPath: output, format: settings.outputFormat, frameLimit: frames,
+                                   fullRange: settings.deviceFormat.pixelFormat.isCompressed)
         } catch {
             printError("camagent: \(error)")
             throw ExitCode(ExitCodes.outputError)
@@ -99,13 +100,13 @@ final class CaptureSink: VideoCaptureConsumer, @unchecked Sendable {  // mutable
     let outputPath: String?
     private let startedAt = MonotonicTimestamp.now()
 
-    init(outputPath: String?, format: VideoFormat, frameLimit: Int?) throws {
+    init(outputPath: String?, format: VideoFormat, frameLimit: Int?, fullRange: Bool) throws {
         self.outputPath = outputPath
         self.frameLimit = frameLimit
         var initial = State()
         if let outputPath {
             initial.writer = try Y4MWriter(path: outputPath, width: format.width, height: format.height,
-                                           framesPerSecond: format.estimatedFramesPerSecond)
+                                           framesPerSecond: format.estimatedFramesPerSecond, fullRange: fullRange)
         }
         state = Mutex(initial)
     }

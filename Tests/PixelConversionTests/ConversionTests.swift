@@ -120,7 +120,7 @@ struct ConversionTests {
 @Suite("MJPEG decoding")
 struct MJPEGTests {
     /// A JPEG of a known picture, made by ffmpeg (a tool nobody here wrote).
-    func jpeg(width: Int, height: Int, gray: UInt8) throws -> [UInt8] {
+    func jpeg(width: Int, height: Int, gray: UInt8, pixelFormat: String = "yuvj420p") throws -> [UInt8] {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("camagent-jpeg-\(UUID())")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -132,18 +132,20 @@ struct MJPEGTests {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
         p.arguments = ["-v", "error", "-y", "-f", "rawvideo", "-pix_fmt", "gray", "-s", "\(width)x\(height)",
-                       "-i", raw.path, "-pix_fmt", "yuvj420p", "-q:v", "2", "-frames:v", "1", out.path]
+                       "-i", raw.path, "-pix_fmt", pixelFormat, "-q:v", "2", "-frames:v", "1", out.path]
         try p.run()
         p.waitUntilExit()
         #expect(p.terminationStatus == 0)
         return Array(try Data(contentsOf: out))
     }
 
-    @Test func decodesKnownContent() throws {
-        let bytes = try jpeg(width: 64, height: 48, gray: 60)
+    /// 4:2:2 is what UVC webcams send (and what Debian's libyuv cannot decode).
+    @Test(arguments: ["yuvj420p", "yuvj422p", "yuvj444p", "gray"])
+    func decodesKnownContent(pixelFormat: String) throws {
+        let bytes = try jpeg(width: 64, height: 48, gray: 60, pixelFormat: pixelFormat)
         let f = VideoFrame(maxWidth: 64, maxHeight: 48)
         f.setFormat(.nv12(width: 64, height: 48, framesPerSecond: 30))
-        try bytes.withUnsafeBytes { try NV12Conversion.mjpegToNV12($0, into: f) }
+        try bytes.withUnsafeBytes { try JPEGDecoder().decode($0, into: f) }
         // Full-range JPEG decoded by libyuv: compare within JPEG's loss.
         #expect(abs(Int(luma(f, 10, 20)) - 60) <= 8)
         #expect(abs(Int(luma(f, 50, 20)) - 235) <= 8)
@@ -155,7 +157,16 @@ struct MJPEGTests {
         let bytes = try jpeg(width: 64, height: 48, gray: 60) + [UInt8](repeating: 0, count: 300)
         let f = VideoFrame(maxWidth: 64, maxHeight: 48)
         f.setFormat(.nv12(width: 64, height: 48, framesPerSecond: 30))
-        try bytes.withUnsafeBytes { try NV12Conversion.mjpegToNV12($0, into: f) }
+        try bytes.withUnsafeBytes { try JPEGDecoder().decode($0, into: f) }
+    }
+
+    @Test func leftoverBytesAfterTheImageAreIgnored() throws {
+        // As v4l2loopback reports: bytesused is the whole buffer, an older, longer frame's tail after EOI.
+        let bytes = try jpeg(width: 64, height: 48, gray: 60) + [UInt8](repeating: 0x5A, count: 500) + [0xFF, 0xD9, 0x12]
+        let f = VideoFrame(maxWidth: 64, maxHeight: 48)
+        f.setFormat(.nv12(width: 64, height: 48, framesPerSecond: 30))
+        try bytes.withUnsafeBytes { try JPEGDecoder().decode($0, into: f) }
+        #expect(abs(Int(luma(f, 10, 20)) - 60) <= 8)
     }
 
     @Test func brokenJPEGsAreRejected() throws {
@@ -167,13 +178,13 @@ struct MJPEGTests {
         let garbage = [UInt8](repeating: 0xAB, count: 4000)
         for broken in [truncated, noSOI, garbage] {
             #expect(throws: JPEGError.brokenMarkers) {
-                try broken.withUnsafeBytes { try NV12Conversion.mjpegToNV12($0, into: f) }
+                try broken.withUnsafeBytes { try JPEGDecoder().decode($0, into: f) }
             }
         }
         let other = VideoFrame(maxWidth: 32, maxHeight: 24)
         other.setFormat(.nv12(width: 32, height: 24, framesPerSecond: 30))
         #expect(throws: JPEGError.sizeMismatch(width: 64, height: 48)) {
-            try good.withUnsafeBytes { try NV12Conversion.mjpegToNV12($0, into: other) }
+            try good.withUnsafeBytes { try JPEGDecoder().decode($0, into: other) }
         }
     }
 }

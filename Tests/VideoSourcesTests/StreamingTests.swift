@@ -256,3 +256,22 @@ struct StreamingTests {
     }
 }
 
+
+@Suite("Frame timeout counts usable frames")
+struct UsableFrameTimeoutTests {
+    @Test func onlyCorruptFramesEndInATimeout() throws {
+        let kernel = FakeV4L2Kernel(nodes: ["/dev/video0": .camera([.yuyv], sizes: [qvga])])
+        var options = V4L2CaptureOptions(request: NegotiationRequest(size: qvga, framesPerSecond: 30))
+        options.frameTimeout = .milliseconds(300)
+        let capture = V4L2VideoCapture(device: "/dev/video0", options: options, kernel: kernel, logger: testLogger)
+        try capture.initialize()
+        // A stream of nothing but buffers flagged as errors, for longer than the timeout.
+        kernel.script((0..<300_000).map { .frame(bytes: nil, bytesUsed: nil, sequence: UInt32($0), flags: 0x40, timestamp: nil) })
+        try capture.start()
+        #expect(eventually(30) { capture.failure != nil })
+        #expect(kernel.remainingSteps > 0)  // it timed out while broken buffers were still arriving
+        #expect(capture.failure == .timeout(device: "/dev/video0", seconds: 0.3))
+        #expect(capture.statistics.framesCorrupt > 0)
+        capture.release()
+    }
+}

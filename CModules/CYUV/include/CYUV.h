@@ -12,6 +12,7 @@
 #include <libyuv/convert_from.h>
 #include <libyuv/planar_functions.h>
 #include <libyuv/rotate.h>
+#include <libyuv/scale.h>
 
 // LIBYUV_VERSION is a macro; exposed so `camagent devices` can report it.
 static const int CYUV_VERSION = LIBYUV_VERSION;

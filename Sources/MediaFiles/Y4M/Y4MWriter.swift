@@ -30,7 +30,8 @@ public final class Y4MWriter {
     private let scratch: UnsafeMutableRawBufferPointer
     public private(set) var framesWritten = 0
 
-    public init(path: String, width: Int, height: Int, framesPerSecond: Double) throws(MediaFileError) {
+    /// `fullRange` tags the file XCOLORRANGE=FULL (ffmpeg reads it), for MJPEG sources.
+    public init(path: String, width: Int, height: Int, framesPerSecond: Double, fullRange: Bool = false) throws(MediaFileError) {
         self.path = path
         self.width = width
         self.height = height
@@ -38,7 +39,8 @@ public final class Y4MWriter {
         guard fd >= 0 else { throw .cannotOpen(path: path, errno: errno) }
         scratch = .allocate(byteCount: NV12Conversion.i420ByteCount(width: width, height: height) + 6, alignment: 64)
         let (num, den) = Self.rateFraction(framesPerSecond)
-        let header = "YUV4MPEG2 W\(width) H\(height) F\(num):\(den) Ip A1:1 C420jpeg\n"
+        let range = fullRange ? " XCOLORRANGE=FULL" : ""
+        let header = "YUV4MPEG2 W\(width) H\(height) F\(num):\(den) Ip A1:1 C420jpeg\(range)\n"
         do {
             try Self.writeAll(fd, path: path, Array(header.utf8))
         } catch {

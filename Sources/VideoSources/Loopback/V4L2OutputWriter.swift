@@ -32,8 +32,9 @@ public final class V4L2OutputWriter {
         let image = format == .yuyv ? bytesPerLine * size.height : bytesPerLine * size.height * 3 / 2
         let granted: V4L2PixFormat
         do throws(Errno) {
-            let caps = try kernel.queryCapabilities(fd)
-            guard caps.flags.contains(.videoOutput) else { throw Errno.notATypewriter }
+            // Only S_FMT on the output type tells: v4l2loopback with exclusive_caps
+            // stops announcing its output side once a writer has used it.
+            _ = try kernel.queryCapabilities(fd)
             granted = try kernel.setOutputFormat(fd, V4L2PixFormat(pixelFormat: format, width: size.width, height: size.height,
                                                                    bytesPerLine: bytesPerLine, sizeImage: image))
         } catch {

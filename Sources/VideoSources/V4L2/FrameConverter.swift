@@ -8,6 +8,13 @@ struct FrameConverter {
     enum Failure: Error, Hashable { case tooShort, badJPEG }
 
     let deviceFormat: V4L2PixFormat
+    /// Set for MJPEG devices; one per capture session (it keeps scratch planes).
+    let jpegDecoder: JPEGDecoder?
+
+    init(deviceFormat: V4L2PixFormat) {
+        self.deviceFormat = deviceFormat
+        jpegDecoder = deviceFormat.pixelFormat.isCompressed ? JPEGDecoder() : nil
+    }
 
     /// Bytes a complete raw picture takes; compressed formats have no minimum.
     var minimumBytes: Int {
@@ -28,7 +35,7 @@ struct FrameConverter {
             NV12Conversion.copyNV12(bytes, stride: deviceFormat.bytesPerLine, height: deviceFormat.height, into: frame)
         default:
             do {
-                try NV12Conversion.mjpegToNV12(bytes, into: frame)
+                try jpegDecoder?.decode(bytes, into: frame)
             } catch {
                 throw .badJPEG
             }

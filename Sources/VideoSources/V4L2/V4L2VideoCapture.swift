@@ -241,7 +241,6 @@ public final class V4L2VideoCapture: VideoCapture {
         }
         guard let newest else { return governorTick(session, &state, delivered: false) }
 
-        state.lastFrameAt = .now()
         let delivered = deliver(newest, session, &state)
         if let failure = requeue(newest.index, session) { return .failure(failure) }
         return governorTick(session, &state, delivered: delivered)
@@ -280,6 +279,8 @@ public final class V4L2VideoCapture: VideoCapture {
     /// Converts into a pooled frame and calls the consumer. False if dropped.
     private func deliver(_ buffer: V4L2DequeuedBuffer, _ session: StreamSession, _ state: inout LoopState) -> Bool {
         guard let frame = session.pool.acquire() else {
+            // The device is fine; the consumer is slow. Not a reason to time out.
+            state.lastFrameAt = .now()
             recorder.update { $0.framesDroppedConsumerBusy += 1 }
             return false
         }
@@ -310,7 +311,7 @@ public final class V4L2VideoCapture: VideoCapture {
         if !buffer.hasMonotonicTimestamp || timestamp > latestAcceptable || timestamp < state.lastTimestamp || timestamp == .zero {
             if !state.loggedTimestampRejection {  // once per stream: it tends to repeat on every frame
                 state.loggedTimestampRejection = true
-                logger.notice("kernel timestamp rejected, using arrival time", metadata: [
+                logger.info("kernel timestamp rejected, using arrival time", metadata: [
                     "monotonic": "\(buffer.hasMonotonicTimestamp)", "flags": "\(buffer.flags)",
                     "aheadOfNowNs": "\(timestamp.nanoseconds - now.nanoseconds)",
                     "sincePreviousNs": "\(timestamp.nanoseconds - state.lastTimestamp.nanoseconds)",
@@ -320,9 +321,11 @@ public final class V4L2VideoCapture: VideoCapture {
             timestamp = now
         }
         state.lastTimestamp = timestamp
+        state.lastFrameAt = now  // a usable picture: the frame timeout counts from here
         frame.timestamp = timestamp
         frame.sequence = state.sequenceHigh | UInt64(buffer.sequence)
         frame.orientation = options.rotatePixels ? .upright : options.orientation
+        frame.isFullRange = session.deviceFormat.pixelFormat.isCompressed
         let delivered = MonotonicTimestamp.now()
         frame.deliveredAt = delivered
         consumer?.consume(frame)

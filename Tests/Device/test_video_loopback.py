@@ -1,0 +1,153 @@
+"""camagent against v4l2loopback: known frames in, the same frames out."""
+import os
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+from conftest import EXIT_NOT_CAPTURE, EXIT_TIMEOUT, BIN, last_json, run, tool, wait_for
+from pattern import decode_counter, psnr, read_y4m
+
+LOOP = os.environ.get("CAMAGENT_LOOPBACK", "/dev/video10")
+LOOP2 = os.environ.get("CAMAGENT_LOOPBACK_2", "/dev/video11")
+
+
+@pytest.fixture(autouse=True)
+def fresh_loopback():
+    """Each test starts from freshly loaded loopback devices: v4l2loopback 0.12.7
+    keeps showing a capture side (and the old format) after a writer leaves."""
+    opts = os.environ.get("CAMAGENT_LOOPBACK_MODPROBE_OPTS", "").split()
+    for _ in range(50):
+        if subprocess.run(["modprobe", "-r", "v4l2loopback"], capture_output=True).returncode == 0:
+            break
+        time.sleep(0.2)
+    tool(["modprobe", "v4l2loopback"] + opts)
+    wait_for(lambda: os.path.exists(LOOP) and os.path.exists(LOOP2), 30, "loopback nodes")
+    yield
+
+
+def loopback_has_capture(dev):
+    out = subprocess.run(["v4l2-ctl", "-d", dev, "--all"], capture_output=True, text=True).stdout
+    return "Video Capture" in out and "Format Video Capture" in out
+
+
+@pytest.fixture
+def pattern_source(tmp_path):
+    """A Y4M of camagent's test pattern: frames whose counters are 0..N-1."""
+    path = tmp_path / "source.y4m"
+    run(["capture", "--device", "test-pattern", "--size", "320x240", "--fps", "30", "--frames", "90",
+         "--output", str(path)], check=True)
+    frames = read_y4m(path)
+    assert [decode_counter(f[0]) for f in frames] == list(range(90))
+    return path, frames
+
+
+def ffmpeg_writer(source, dev, codec_args):
+    """ffmpeg (a tool nobody here wrote) feeding the loopback in real time, looping."""
+    return subprocess.Popen(["ffmpeg", "-v", "error", "-re", "-stream_loop", "-1", "-i", str(source),
+                             *codec_args, "-f", "v4l2", dev],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def stop(proc):
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.parametrize("size", ["320x240", "640x480"])
+def test_selftest_round_trip(size):
+    proc = run(["selftest", "--loopback", LOOP, "--size", size, "--fps", "15", "--frames", "60", "--json"], timeout=300)
+    report = last_json(proc.stdout)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert report["passed"] is True
+    assert report["outOfOrder"] == 0 and report["undecodable"] == 0 and report["duplicates"] == 0
+    assert report["framesCaptured"] >= 54, report
+    assert report["latencyP99Ms"] > 0
+
+
+def test_selftest_refuses_a_non_loopback_node():
+    proc = run(["selftest", "--loopback", "/dev/null", "--frames", "10"], timeout=60)
+    assert proc.returncode == EXIT_NOT_CAPTURE, proc.stderr
+    assert "/dev/null" in proc.stderr
+
+
+def capture_from(dev, tmp_path, *args, frames=40):
+    out = tmp_path / "captured.y4m"
+    proc = run(["capture", "--device", dev, "--size", "320x240", "--frames", str(frames), "--json",
+                "--output", str(out), *args], timeout=240)
+    return proc, out
+
+
+def test_raw_frames_from_ffmpeg_come_back_exactly(pattern_source, tmp_path):
+    source, frames = pattern_source
+    writer = ffmpeg_writer(source, LOOP, ["-pix_fmt", "yuyv422"])
+    try:
+        wait_for(lambda: loopback_has_capture(LOOP), 60, "ffmpeg to attach to the loopback")
+        proc, out = capture_from(LOOP, tmp_path, "--format", "yuyv")
+    finally:
+        stop(writer)
+    assert proc.returncode == 0, proc.stderr
+    summary = last_json(proc.stdout)
+    assert summary["format"] == "YUYV" and summary["frames"] == 40
+    captured = read_y4m(out)
+    counters = [decode_counter(f[0]) for f in captured]
+    assert None not in counters, counters
+    for (y, u, v), c in zip(captured, counters):
+        sy, su, sv = frames[c]
+        # Luma survives 4:2:0 -> 4:2:2 -> 4:2:0 untouched; chroma is averaged and resampled.
+        assert psnr(y, sy) > 48, (c, psnr(y, sy))
+        assert psnr(u, su) > 30 and psnr(v, sv) > 30
+    # In order (the ffmpeg source loops, so counters wrap at 90), no duplicates.
+    steps = [(b - a) % 90 for a, b in zip(counters, counters[1:])]
+    assert all(s >= 1 for s in steps), counters
+    assert sum(s - 1 for s in steps) <= len(steps) // 2, counters  # a few drops under TCG at most
+
+
+def test_mjpeg_from_ffmpeg_is_decoded(pattern_source, tmp_path):
+    source, frames = pattern_source
+    writer = ffmpeg_writer(source, LOOP2, ["-c:v", "mjpeg", "-q:v", "3", "-pix_fmt", "yuvj422p"])
+    try:
+        wait_for(lambda: loopback_has_capture(LOOP2), 60, "ffmpeg to attach to the loopback")
+        listing = run(["devices", "--json", "--device", LOOP2], check=True).stdout
+        assert "MJPG" in listing
+        proc, out = capture_from(LOOP2, tmp_path, "--format", "mjpeg", frames=30)
+    finally:
+        stop(writer)
+    assert proc.returncode == 0, proc.stderr
+    summary = last_json(proc.stdout)
+    assert summary["format"] == "MJPG" and summary["frames"] == 30 and summary["badJPEG"] == 0
+    captured = read_y4m(out)
+    counters = [decode_counter(f[0]) for f in captured]
+    assert None not in counters, counters
+    assert b"XCOLORRANGE=FULL" in out.read_bytes()[:100]  # JPEG is full range, and the file says so
+    for (y, _, _), c in zip(captured, counters):
+        expected = np.clip((frames[c][0].astype(np.float64) - 16) * 255 / 219, 0, 255)
+        assert psnr(y, expected) > 30, (c, psnr(y, expected))
+
+
+def test_loopback_without_writer_is_not_a_capture_device():
+    assert not loopback_has_capture(LOOP2)
+    proc = run(["capture", "--device", LOOP2, "--frames", "1"], timeout=60)
+    assert proc.returncode == EXIT_NOT_CAPTURE, proc.stderr
+    assert LOOP2 in proc.stderr and "output" in proc.stderr
+
+
+def test_writer_going_away_is_a_timeout_not_a_hang(pattern_source, tmp_path):
+    source, _ = pattern_source
+    writer = ffmpeg_writer(source, LOOP, ["-pix_fmt", "yuyv422"])
+    try:
+        wait_for(lambda: loopback_has_capture(LOOP), 60, "ffmpeg to attach to the loopback")
+        cap = subprocess.Popen([BIN, "capture", "--device", LOOP, "--size", "320x240", "--frame-timeout", "3",
+                                "--duration", "120", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(4)
+    finally:
+        stop(writer)
+    out, err = cap.communicate(timeout=60)  # far less than --duration
+    assert cap.returncode == EXIT_TIMEOUT, err
+    assert LOOP in err and "no usable frame for 3.0 s" in err
+    assert last_json(out)["frames"] > 0
