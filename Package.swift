@@ -45,14 +45,14 @@ let package = Package(
 
         // MARK: Swift libraries by concern
         // Frames, formats, clocks and the OpenTok-shaped capture protocols.
-        .target(name: "MediaTypes"),
+        .target(name: "MediaTypes", dependencies: ["CLinux"]),
         // Pixel conversion to and from NV12 (libyuv, libjpeg-turbo), test-pattern drawing.
         .target(name: "PixelConversion", dependencies: ["MediaTypes", "CYUV", "CTurboJPEG"]),
         // Video sources: the V4L2 capturer, the test pattern, the frame-rate governor.
         .target(
             name: "VideoSources",
             dependencies: [
-                "MediaTypes", "PixelConversion", "CV4L2", "CLinux",
+                "MediaTypes", "PixelConversion", "CV4L2",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -121,7 +121,7 @@ public final class LoopbackSelftest: Sendable {
         let output = try V4L2OutputWriter(device: device, format: .yuyv, size: size)
         let writer = Writer(output: output, size: size, count: frameCount)
         let rate = framesPerSecond
-        let writerThread = CaptureThread(name: "camagent-writer") { writer.run(framesPerSecond: rate) }
+        let writerThread = DeviceThread(name: "camagent-writer") { writer.run(framesPerSecond: rate) }
         defer {
             writer.stop.store(true, ordering: .relaxed)
             writerThread.join()

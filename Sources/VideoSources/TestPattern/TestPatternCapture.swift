@@ -20,7 +20,7 @@ public final class TestPatternCapture: VideoCapture {
     private struct Control: @unchecked Sendable {  // renderer/pool: used by one capture thread at a time
         var consumer: (any VideoCaptureConsumer)?
         var settings: CaptureSettings?
-        var thread: CaptureThread?
+        var thread: DeviceThread?
         var nextCounter: UInt32 = 0
     }
     private let control = Mutex(Control())
@@ -55,7 +55,7 @@ public final class TestPatternCapture: VideoCapture {
             let job = PatternJob(renderer: TestPatternRenderer(width: size.width, height: size.height),
                                  pool: VideoFramePool(count: 4, maxWidth: size.width, maxHeight: size.height),
                                  firstCounter: c.nextCounter)
-            c.thread = CaptureThread(name: "camagent-pattern") { [self] in
+            c.thread = DeviceThread(name: "camagent-pattern") { [self] in
                 let next = run(job)
                 control.withLock { $0.nextCounter = next }
             }
@@ -63,7 +63,7 @@ public final class TestPatternCapture: VideoCapture {
     }
 
     public func stop() {
-        let thread: CaptureThread? = control.withLock { c in
+        let thread: DeviceThread? = control.withLock { c in
             defer { c.thread = nil }
             return c.thread
         }

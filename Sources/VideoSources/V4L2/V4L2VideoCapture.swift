@@ -23,7 +23,7 @@ public final class V4L2VideoCapture: VideoCapture {
         var consumer: (any VideoCaptureConsumer)?
         var settings: CaptureSettings?
         var session: StreamSession?
-        var thread: CaptureThread?
+        var thread: DeviceThread?
         var started = false
         var failure: CaptureError?
     }
@@ -80,7 +80,7 @@ public final class V4L2VideoCapture: VideoCapture {
             stopRequested.store(false, ordering: .sequentiallyConsistent)
             wake.drain()
             let handoff = SessionHandoff(session)
-            c.thread = CaptureThread(name: "camagent-v4l2") { [self] in
+            c.thread = DeviceThread(name: "camagent-v4l2") { [self] in
                 let kept = captureLoop(handoff)
                 control.withLock { c in
                     c.session = kept
@@ -93,7 +93,7 @@ public final class V4L2VideoCapture: VideoCapture {
     }
 
     public func stop() {
-        let thread: CaptureThread? = control.withLock { c in
+        let thread: DeviceThread? = control.withLock { c in
             let t = c.thread
             c.thread = nil
             return t

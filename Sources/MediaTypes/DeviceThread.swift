@@ -2,9 +2,10 @@
 import Glibc
 #endif
 
-/// A dedicated, named OS thread that can be joined: capture blocks in poll(),
-/// which must not happen on Swift's cooperative thread pool.
-final class CaptureThread: Sendable {
+/// A dedicated, named OS thread that can be joined: device I/O blocks in
+/// poll(), which must not happen on Swift's cooperative thread pool. Used by
+/// every capture and render side (video and audio), one thread per device.
+public final class DeviceThread: Sendable {
     private let handle: pthread_t
 
     private final class Start: @unchecked Sendable {  // handed over once, at creation
@@ -17,7 +18,7 @@ final class CaptureThread: Sendable {
     }
 
     /// Starts `body` on a new thread named `name` (at most 15 characters are kept).
-    init(name: String, body: @escaping @Sendable () -> Void) {
+    public init(name: String, body: @escaping @Sendable () -> Void) {
         let start = Unmanaged.passRetained(Start(name: name, body: body))
         var thread = pthread_t()
         let result = pthread_create(&thread, nil, { context in
@@ -31,36 +32,36 @@ final class CaptureThread: Sendable {
     }
 
     /// Waits for the thread to finish. Call exactly once.
-    func join() {
+    public func join() {
         pthread_join(handle, nil)
     }
 }
 
 /// An eventfd that wakes a thread blocked in poll() (to stop, or to look at
 /// new settings) without signals or timeouts.
-final class WakeEvent: Sendable {
-    let fd: Int32
+public final class WakeEvent: Sendable {
+    public let fd: Int32
 
-    init() {
+    public init() {
         fd = CLinux_eventfd(0, CLinux_EFD_NONBLOCK | CLinux_EFD_CLOEXEC)
         precondition(fd >= 0, "eventfd failed: \(SystemErrorText.describe(errno))")
     }
 
     deinit { close(fd) }
 
-    func signal() {
+    public func signal() {
         var one: UInt64 = 1
         _ = withUnsafeBytes(of: &one) { Glibc.write(fd, $0.baseAddress, 8) }
     }
 
     /// Clears pending wake-ups (the descriptor is non-blocking).
-    func drain() {
+    public func drain() {
         var value: UInt64 = 0
         _ = withUnsafeMutableBytes(of: &value) { Glibc.read(fd, $0.baseAddress, 8) }
     }
 
     /// Waits until signalled or `milliseconds` pass; true if signalled.
-    func wait(milliseconds: Int32) -> Bool {
+    public func wait(milliseconds: Int32) -> Bool {
         var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         let n = Glibc.poll(&p, 1, milliseconds)
         if n > 0 { drain(); return true }
@@ -68,10 +69,9 @@ final class WakeEvent: Sendable {
     }
 }
 
-import MediaTypes
 internal import CLinux
 
-extension CaptureThread {
+extension DeviceThread {
     /// True when called on this thread (stopping from inside a callback must not join).
-    var isCurrent: Bool { pthread_equal(handle, pthread_self()) != 0 }
+    public var isCurrent: Bool { pthread_equal(handle, pthread_self()) != 0 }
 }
