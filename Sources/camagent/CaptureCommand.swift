@@ -1,4 +1,5 @@
 import ArgumentParser
+import AudioDevices
 import Dispatch
 import Logging
 import MediaFiles
@@ -14,6 +15,7 @@ struct CaptureCommand: ParsableCommand {
         abstract: "Capture video (to a Y4M file if asked) and print a summary.")
 
     @OptionGroup var video: VideoSourceOptions
+    @OptionGroup var audioOptions: AudioOptions
 
     @Option(help: "Stop after this many frames.")
     var frames: Int?
@@ -32,51 +34,145 @@ struct CaptureCommand: ParsableCommand {
     func validate() throws {
         if let frames, frames < 1 { throw ValidationError("--frames must be at least 1") }
         if let duration, duration <= 0 { throw ValidationError("--duration must be positive") }
+        if output != nil && !videoEnabled { throw ValidationError("--output writes video: give --device too") }
+    }
+
+    /// Video runs unless `--device none`, or audio is asked for with no `--device`.
+    var videoEnabled: Bool {
+        if video.device == "none" { return false }
+        return !(audioOptions.isEnabled && video.device == nil)
     }
 
     func run() throws {
         let logger = global.makeLogger()
-        let device = video.resolvedDevice(logger: logger)
-        let capture = video.makeCapture(device: device, logger: logger)
-        do throws(CaptureError) {
-            try capture.initialize()
-        } catch {
-            throw fail(error)
+        guard videoEnabled || audioOptions.isEnabled else {
+            throw ValidationError("nothing to capture: --device none without --audio")
         }
-        guard let settings = capture.captureSettings else { throw ExitCode(ExitCodes.driverError) }
-        print(settings.negotiationText)
+
+        // Audio first: a missing sound card should fail before the camera opens.
+        var audioDevice: (any AudioDevice)?
+        var audioSink: AudioSink?
+        if audioOptions.isEnabled {
+            do throws(AudioError) {
+                let (device, warning) = try AudioCaptureChoice.make(
+                    name: audioOptions.audio!, format: audioOptions.format, logger: logger,
+                    debugStallMilliseconds: audioOptions.debugStallMs)
+                if let warning { printError("camagent: \(warning)") }
+                try device.initializeCapture()
+                audioDevice = device
+            } catch {
+                throw fail(error)
+            }
+            do {
+                audioSink = try AudioSink(outputPath: audioOptions.audioOutput, format: audioDevice!.captureSettings!.format)
+            } catch {
+                printError("camagent: \(error)")
+                throw ExitCode(ExitCodes.outputError)
+            }
+            audioDevice!.bus.setCaptureConsumer(audioSink)
+            if let s = audioDevice!.captureSettings {
+                print("audio:     \(s.device): \(s.format), period \(s.periodFrames) frames, buffer \(s.bufferFrames) frames"
+                      + (s.rateChanged ? " (asked \(s.requested.sampleRate) Hz)" : ""))
+            }
+        }
+
+        var capture: (any VideoCapture)?
+        var settings: CaptureSettings?
+        if videoEnabled {
+            let device = video.resolvedDevice(logger: logger)
+            let c = video.makeCapture(device: device, logger: logger)
+            do throws(CaptureError) {
+                try c.initialize()
+            } catch {
+                throw fail(error)
+            }
+            capture = c
+            settings = c.captureSettings
+            if let settings { print(settings.negotiationText) }
+        }
 
         let sink: CaptureSink
         do {
-            sink = try CaptureSink(outputPath: output, format: settings.outputFormat, frameLimit: frames,
-                                   fullRange: settings.deviceFormat.pixelFormat.isCompressed)
+            sink = try CaptureSink(outputPath: output, format: settings?.outputFormat ?? .nv12(width: 2, height: 2, framesPerSecond: 0),
+                                   frameLimit: videoEnabled ? frames : nil,
+                                   fullRange: settings?.deviceFormat.pixelFormat.isCompressed ?? false)
         } catch {
             printError("camagent: \(error)")
             throw ExitCode(ExitCodes.outputError)
         }
-        capture.setConsumer(sink)
+        capture?.setConsumer(sink)
         let stopOnSignal = SignalStop { sink.finish() }
-        do throws(CaptureError) {
-            try capture.start()
+        let audioFailed = audioSink?.failed
+        if let audioFailed {
+            // An audio failure ends the whole capture, as a video failure does.
+            DispatchQueue.global().async { audioFailed.wait(); sink.finish() }
+        }
+        do throws(AudioError) {
+            try audioDevice?.startCapture()
         } catch {
+            throw fail(error)
+        }
+        do throws(CaptureError) {
+            try capture?.start()
+        } catch {
+            audioDevice?.stopCapture()
             throw fail(error)
         }
         let target = frames.map { "\($0) frames" } ?? duration.map { "\($0.formatted(decimals: 1)) s" } ?? "until interrupted"
         printError("camagent: capturing (\(target))…")
-        sink.waitUntilFinished(duration: duration, frames: frames, framesPerSecond: settings.grantedFramesPerSecond,
-                               frameTimeout: video.frameTimeout)
-        capture.stop()
-        capture.release()
+        sink.waitUntilFinished(duration: duration, frames: videoEnabled ? frames : nil,
+                               framesPerSecond: settings?.grantedFramesPerSecond ?? 30, frameTimeout: video.frameTimeout)
+        capture?.stop()
+        capture?.release()
+        audioDevice?.stopCapture()
         _ = stopOnSignal
 
-        let summary = sink.summary(settings: capture.captureSettings ?? settings, statistics: capture.statistics)
-        print(summary.text)
-        if json { print(JSONOutput.line(summary)) }
-        if let error = summary.captureError { throw ExitCode(ExitCodes.code(for: error)) }
-        if let message = summary.outputError {
+        var report = CaptureReport()
+        if let capture, let settings {
+            report.video = sink.summary(settings: capture.captureSettings ?? settings, statistics: capture.statistics)
+        } else {
+            _ = sink.summary(settings: nil, statistics: CaptureStatistics())
+        }
+        if let audioDevice, let audioSink, let s = audioDevice.captureSettings {
+            let finished = audioSink.finish()
+            let stats = audioDevice.captureStatistics
+            var offset: Double?
+            if let a = audioSink.firstTimestamp, let v = sink.firstTimestamp { offset = (a - v).milliseconds }
+            report.audio = AudioSummary(
+                device: s.device, requestedRate: s.requested.sampleRate, rate: s.format.sampleRate,
+                channels: s.format.channels, periodFrames: s.periodFrames, chunks: finished.chunks, frames: stats.frames,
+                xruns: stats.xruns, recoveries: stats.recoveries, measuredRate: stats.measuredRate,
+                captureDelayMs: audioDevice.estimatedCaptureDelay.milliseconds, timestampsMonotonic: finished.monotonic,
+                avOffsetMs: offset, output: audioOptions.audioOutput, events: finished.events,
+                error: finished.failure?.description)
+            report.audioFailure = finished.failure
+            report.audioOutputError = finished.outputError
+        }
+        if let v = report.video { print(v.text) }
+        if let a = report.audio { print(a.text) }
+        if json { print(JSONOutput.line(report)) }
+        if let error = report.video?.captureError { throw ExitCode(ExitCodes.code(for: error)) }
+        if let error = report.audioFailure { throw ExitCode(ExitCodes.code(for: error)) }
+        if let message = report.video?.outputError ?? report.audioOutputError {
             printError("camagent: \(message)")
             throw ExitCode(ExitCodes.outputError)
         }
+    }
+}
+
+/// The capture summary: video keys at the top level, audio under "audio".
+struct CaptureReport: Encodable {
+    var video: CaptureSummary?
+    var audio: AudioSummary?
+    var audioFailure: AudioError?
+    var audioOutputError: String?
+
+    enum Keys: String, CodingKey { case audio }
+
+    func encode(to encoder: any Encoder) throws {
+        try video?.encode(to: encoder)
+        var container = encoder.container(keyedBy: Keys.self)
+        try container.encodeIfPresent(audio, forKey: .audio)
     }
 }
 
@@ -171,6 +267,16 @@ final class CaptureSink: VideoCaptureConsumer, @unchecked Sendable {  // mutable
         }
         _ = done.wait(timeout: .now() + .milliseconds(Int(seconds * 1000)))
         state.withLock { $0.finished = true }
+    }
+
+    /// The first frame's timestamp, for the audio/video offset.
+    var firstTimestamp: MonotonicTimestamp? { state.withLock { $0.firstTimestamp } }
+
+    /// Closes the output without a video summary (audio-only runs).
+    func summary(settings: CaptureSettings?, statistics: CaptureStatistics) {
+        state.withLock { s in
+            if let writer = s.writer { try? writer.close(); s.writer = nil }
+        }
     }
 
     func summary(settings: CaptureSettings, statistics: CaptureStatistics) -> CaptureSummary {

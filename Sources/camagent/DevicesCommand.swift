@@ -1,4 +1,5 @@
 import ArgumentParser
+import AudioDevices
 import MediaTypes
 import VideoSources
 
@@ -18,6 +19,7 @@ struct DevicesCommand: ParsableCommand {
 
     struct Listing: Encodable {
         var video: [VideoDeviceDescription]
+        var audio: [AudioDeviceDescription]
     }
 
     func run() throws {
@@ -31,8 +33,9 @@ struct DevicesCommand: ParsableCommand {
         } else {
             video = VideoDevices.list()
         }
+        let audio = device == nil ? AudioDevices.list() : []
         if json {
-            print(JSONOutput.pretty(Listing(video: video)))
+            print(JSONOutput.pretty(Listing(video: video, audio: audio)))
             return
         }
         if video.isEmpty {
@@ -40,6 +43,14 @@ struct DevicesCommand: ParsableCommand {
         }
         for d in video {
             print(DeviceText.describe(d))
+        }
+        guard device == nil else { return }
+        if audio.isEmpty {
+            print("No sound cards found (audio capture falls back to silence with --audio auto).")
+        }
+        for a in audio {
+            let rates = a.rates.isEmpty ? (a.note ?? "no S16LE rates") : a.rates.map(String.init).joined(separator: ", ") + " Hz"
+            print("\(a.alsaName) \(a.direction): \(a.cardName) — \(a.name) (card \(a.cardId)); \(rates); \(a.minChannels)-\(a.maxChannels) channels")
         }
     }
 }

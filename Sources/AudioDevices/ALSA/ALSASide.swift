@@ -1,0 +1,340 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Logging
+import MediaTypes
+import Synchronization
+
+/// One direction of an ALSA device (capture or playback) with its own thread,
+/// paced by the sound card: the thread waits on the PCM's poll descriptors,
+/// never on a sleep, and moves one 10 ms chunk per wake-up or more.
+final class ALSASide: @unchecked Sendable {  // `pcm` and the buffers belong to the side's thread while it runs
+    let name: String
+    let direction: AudioDirection
+    let requested: AudioFormat
+    private let system: any PCMSystem
+    private let logger: Logger
+    private let bus: AudioBus
+    private let wake = WakeEvent()
+    private let stopRequested = Atomic<Bool>(false)
+    /// How often to retry a busy device before giving up, and how long to wait between tries.
+    static let busyRetries = 5
+    static let busyRetryInterval: Int32 = 200
+
+    private struct State: @unchecked Sendable {  // PCMHandle is a value; the thread is joined under `stop`
+        var pcm: PCMHandle?
+        var configuration: PCMConfiguration?
+        var thread: DeviceThread?
+        var statistics = AudioStatistics()
+        var failure: AudioError?
+        var busyRetriesUsed = 0
+    }
+    private let state = Mutex(State())
+
+    /// Debug hook for tests: stop reading for this long once, after the first chunk, to provoke an overrun.
+    let stallOnceMilliseconds: Int
+
+    init(name: String, direction: AudioDirection, requested: AudioFormat, system: any PCMSystem,
+         bus: AudioBus, logger: Logger, stallOnceMilliseconds: Int = 0) {
+        self.name = name
+        self.direction = direction
+        self.requested = requested
+        self.system = system
+        self.bus = bus
+        self.logger = logger
+        self.stallOnceMilliseconds = stallOnceMilliseconds
+    }
+
+    deinit {
+        stop()
+        if let pcm = state.withLock({ $0.pcm }) { system.close(pcm) }
+    }
+
+    var settings: AudioSettings? {
+        state.withLock { s in
+            s.configuration.map {
+                AudioSettings(device: name, direction: direction, requested: requested, format: $0.format,
+                              periodFrames: $0.periodFrames, bufferFrames: $0.bufferFrames)
+            }
+        }
+    }
+
+    var statistics: AudioStatistics { state.withLock { $0.statistics } }
+    var failure: AudioError? { state.withLock { $0.failure } }
+    var isRunning: Bool { state.withLock { $0.thread != nil && $0.failure == nil } }
+    var busyRetriesUsed: Int { state.withLock { $0.busyRetriesUsed } }
+
+    var estimatedDelay: Duration {
+        state.withLock { s in
+            guard let c = s.configuration, c.format.sampleRate > 0 else { return .zero }
+            let ms = s.statistics.delayMs > 0 ? s.statistics.delayMs : Double(c.periodFrames) * 1000 / Double(c.format.sampleRate)
+            return .microseconds(Int64(ms * 1000))
+        }
+    }
+
+    /// Opens (retrying a busy device a few times) and negotiates.
+    func initialize() throws(AudioError) {
+        if state.withLock({ $0.pcm != nil }) { return }
+        var attempt = 0
+        var pcm: PCMHandle?
+        while pcm == nil {
+            switch system.open(name, direction: direction) {
+            case .success(let h):
+                pcm = h
+            case .failure(let e):
+                if e.code == EBUSY && attempt < Self.busyRetries {
+                    attempt += 1
+                    state.withLock { $0.busyRetriesUsed = attempt }
+                    _ = wake.wait(milliseconds: Self.busyRetryInterval)
+                    continue
+                }
+                throw Self.openError(e.code, name: name)
+            }
+        }
+        let handle = pcm!
+        let period = requested.framesPerChunk
+        switch system.configure(handle, format: requested, periodFrames: period, periods: 4, direction: direction) {
+        case .success(let c):
+            state.withLock {
+                $0.pcm = handle
+                $0.configuration = c
+            }
+            if c.format.sampleRate != requested.sampleRate {
+                logger.notice("the device does not do the rate asked for; using the nearest", metadata: [
+                    "device": "\(name)", "asked": "\(requested.sampleRate)", "granted": "\(c.format.sampleRate)",
+                ])
+            }
+        case .failure(let e):
+            system.close(handle)
+            switch e {
+            case .formatNotSupported(let reason):
+                throw .formatNotSupported(device: name, requested: requested, reason: reason)
+            case .failed(let op, let code):
+                throw Self.streamError(code, name: name, operation: op)
+            }
+        }
+    }
+
+    static func openError(_ code: Int32, name: String) -> AudioError {
+        switch code {
+        case ENOENT, ENODEV, ENXIO: .noSuchDevice(device: name)
+        case EBUSY: .busy(device: name)
+        case EACCES, EPERM: .permissionDenied(device: name)
+        default: .driverError(device: name, operation: "snd_pcm_open", code: code)
+        }
+    }
+
+    static func streamError(_ code: Int32, name: String, operation: String) -> AudioError {
+        switch code {
+        case ENODEV, EBADFD, ENXIO, EIO: .deviceLost(device: name)
+        default: .driverError(device: name, operation: operation, code: code)
+        }
+    }
+
+    func start() throws(AudioError) {
+        try initialize()
+        let started: Bool = state.withLock { s in
+            guard s.thread == nil, let pcm = s.pcm, let c = s.configuration else { return false }
+            s.failure = nil
+            stopRequested.store(false, ordering: .sequentiallyConsistent)
+            wake.drain()
+            let job = Job(pcm: pcm, configuration: c)
+            s.thread = DeviceThread(name: direction == .capture ? "camagent-mic" : "camagent-spk") { [self] in
+                if direction == .capture { captureLoop(job) } else { renderLoop(job) }
+            }
+            return true
+        }
+        _ = started
+    }
+
+    func stop() {
+        let thread: DeviceThread? = state.withLock { s in
+            defer { s.thread = nil }
+            return s.thread
+        }
+        guard let thread else { return }
+        stopRequested.store(true, ordering: .sequentiallyConsistent)
+        wake.signal()
+        if !thread.isCurrent { thread.join() }
+        if let pcm = state.withLock({ $0.pcm }) {
+            system.drop(pcm)
+            // Prepared again so a later start works.
+            _ = system.recover(pcm, error: -EPIPE)
+        }
+    }
+
+    /// Lets the card play out what is queued (render side), bounded by the buffer length.
+    func drain() {
+        if let pcm = state.withLock({ $0.pcm }) { system.drain(pcm) }
+    }
+
+    /// Buffers for one side's thread, sized once.
+    private final class Job: @unchecked Sendable {  // used by the side's thread only
+        let pcm: PCMHandle
+        let configuration: PCMConfiguration
+        let period: UnsafeMutableBufferPointer<Int16>
+        let chunk: UnsafeMutableBufferPointer<Int16>
+        init(pcm: PCMHandle, configuration: PCMConfiguration) {
+            self.pcm = pcm
+            self.configuration = configuration
+            period = .allocate(capacity: max(configuration.periodFrames, 1) * configuration.format.channels)
+            chunk = .allocate(capacity: configuration.format.samplesPerChunk)
+            period.initialize(repeating: 0)
+            chunk.initialize(repeating: 0)
+        }
+        deinit {
+            period.deallocate()
+            chunk.deallocate()
+        }
+    }
+
+    private func fail(_ error: AudioError) {
+        state.withLock { $0.failure = error }
+        logger.error("\(error)")
+        bus.captureEvent(.failed(error))
+    }
+
+    /// Handles a negative return from read/write: true to go on.
+    private func handle(_ result: Int, _ job: Job, operation: String) -> Bool {
+        let code = Int32(-result)
+        switch code {
+        case EAGAIN:
+            return true
+        case EPIPE, ESTRPIPE:
+            state.withLock { s in
+                if code == EPIPE { s.statistics.xruns += 1 } else { s.statistics.suspends += 1 }
+            }
+            var r = system.recover(job.pcm, error: -code)
+            // After an overrun, recover only prepares the capture PCM: it must be started again.
+            if r == 0 && direction == .capture { r = system.start(job.pcm) }
+            guard r == 0 else {
+                fail(Self.streamError(-r, name: name, operation: "snd_pcm_recover"))
+                return false
+            }
+            state.withLock { $0.statistics.recoveries += 1 }
+            logger.info("\(direction == .capture ? "overrun" : "underrun") recovered", metadata: ["device": "\(name)"])
+            bus.captureEvent(.xrunRecovered(direction: direction))
+            return true
+        default:
+            fail(Self.streamError(code, name: name, operation: operation))
+            return false
+        }
+    }
+
+    private func captureLoop(_ job: Job) {
+        let format = job.configuration.format
+        let channels = format.channels
+        let chunkFrames = format.framesPerChunk
+        var filled = 0  // frames in the current chunk
+        var chunkStart: MonotonicTimestamp?
+        var firstAt: MonotonicTimestamp?
+        var stalled = stallOnceMilliseconds == 0
+        let r = system.start(job.pcm)
+        if r < 0 && r != -EBADFD {
+            fail(Self.streamError(-r, name: name, operation: "snd_pcm_start"))
+            return
+        }
+        while !stopRequested.load(ordering: .relaxed) {
+            switch system.wait(job.pcm, wakeFD: wake.fd, timeoutMilliseconds: 500) {
+            case .woken, .timedOut:
+                continue
+            case .ready, .error:
+                break
+            }
+            let n = system.read(job.pcm, into: job.period.baseAddress!, frames: job.configuration.periodFrames)
+            if n < 0 {
+                if !handle(n, job, operation: "snd_pcm_readi") { return }
+                filled = 0
+                chunkStart = nil
+                continue
+            }
+            // When the newest frame read was captured: the driver's timestamp minus what is still queued.
+            let now = MonotonicTimestamp.now()
+            var newestAt = now
+            if let (available, at) = system.timestamp(job.pcm), at <= now {
+                newestAt = at + .nanoseconds(-Int64(available) * 1_000_000_000 / Int64(format.sampleRate))
+            }
+            var offset = 0
+            while offset < n {
+                if filled == 0 {
+                    // The first frame of this chunk, counted back from the newest one read.
+                    let framesAfter = n - offset
+                    chunkStart = newestAt + .nanoseconds(-Int64(framesAfter) * 1_000_000_000 / Int64(format.sampleRate))
+                }
+                let take = min(chunkFrames - filled, n - offset)
+                (job.chunk.baseAddress! + filled * channels).update(from: job.period.baseAddress! + offset * channels,
+                                                                   count: take * channels)
+                filled += take
+                offset += take
+                if filled == chunkFrames {
+                    let chunk = AudioChunk(timestamp: chunkStart ?? now, format: format,
+                                           samples: UnsafeBufferPointer(job.chunk))
+                    bus.deliverCaptured(chunk)
+                    filled = 0
+                    if firstAt == nil { firstAt = chunk.timestamp }
+                    let delay = system.delay(job.pcm)
+                    state.withLock { s in
+                        s.statistics.chunks += 1
+                        if let delay { s.statistics.delayMs = Double(delay) * 1000 / Double(format.sampleRate) }
+                    }
+                }
+            }
+            state.withLock { s in
+                s.statistics.frames += UInt64(n)
+                if let f = firstAt, now > f {
+                    s.statistics.measuredRate = Double(s.statistics.frames) / (now - f).secondsDouble
+                }
+            }
+            if !stalled {
+                stalled = true
+                // Test hook: stop reading so the card overruns (see --debug-stall-ms).
+                _ = wake.wait(milliseconds: Int32(stallOnceMilliseconds))
+            }
+        }
+    }
+
+    private func renderLoop(_ job: Job) {
+        let format = job.configuration.format
+        let chunkFrames = format.framesPerChunk
+        var pending = 0      // frames of the current chunk not yet written
+        var written = 0
+        var firstAt: MonotonicTimestamp?
+        while !stopRequested.load(ordering: .relaxed) {
+            if pending == 0 {
+                if !bus.readRenderChunk(into: job.chunk) {
+                    state.withLock { $0.statistics.silenceInserted += 1 }
+                }
+                pending = chunkFrames
+                written = 0
+            }
+            let n = system.write(job.pcm, from: job.chunk.baseAddress! + written * format.channels, frames: pending)
+            if n == -Int(EAGAIN) || n == 0 {
+                switch system.wait(job.pcm, wakeFD: wake.fd, timeoutMilliseconds: 500) {
+                case .ready, .timedOut, .woken: continue
+                case .error:
+                    let again = system.write(job.pcm, from: job.chunk.baseAddress! + written * format.channels, frames: pending)
+                    if again < 0, !handle(again, job, operation: "snd_pcm_writei") { return }
+                    if again > 0 { pending -= again; written += again }
+                    continue
+                }
+            }
+            if n < 0 {
+                if !handle(n, job, operation: "snd_pcm_writei") { return }
+                continue
+            }
+            pending -= n
+            written += n
+            let now = MonotonicTimestamp.now()
+            if firstAt == nil { firstAt = now }
+            let delay = system.delay(job.pcm)
+            state.withLock { s in
+                s.statistics.frames += UInt64(n)
+                if pending == 0 { s.statistics.chunks += 1 }
+                if let delay { s.statistics.delayMs = Double(delay) * 1000 / Double(format.sampleRate) }
+                if let f = firstAt, now > f, s.statistics.frames > UInt64(chunkFrames * 10) {
+                    s.statistics.measuredRate = Double(s.statistics.frames) / (now - f).secondsDouble
+                }
+            }
+        }
+    }
+}
