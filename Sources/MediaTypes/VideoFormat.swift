@@ -23,6 +23,45 @@ public struct FrameSize: Hashable, Sendable, CustomStringConvertible, Comparable
     }
 }
 
+/// Bytes per row of each plane of a picture, at most three planes, stored
+/// inline: formats are built on the per-frame path, and an `[Int]` here would
+/// cost a heap allocation for every frame.
+public struct PlaneStrides: Hashable, Sendable, RandomAccessCollection, ExpressibleByArrayLiteral {
+    public static let maximumPlanes = 3
+    private var first = 0, second = 0, third = 0
+    public private(set) var count = 0
+
+    public init(_ strides: some Sequence<Int>) {
+        for stride in strides { append(stride) }
+    }
+
+    public init(arrayLiteral strides: Int...) {
+        self.init(strides)
+    }
+
+    public var startIndex: Int { 0 }
+    public var endIndex: Int { count }
+
+    public subscript(plane: Int) -> Int {
+        precondition(plane >= 0 && plane < count, "no plane \(plane) in \(count) planes")
+        switch plane {
+        case 0: return first
+        case 1: return second
+        default: return third
+        }
+    }
+
+    public mutating func append(_ stride: Int) {
+        precondition(count < Self.maximumPlanes, "at most \(Self.maximumPlanes) planes")
+        switch count {
+        case 0: first = stride
+        case 1: second = stride
+        default: third = stride
+        }
+        count += 1
+    }
+}
+
 /// The shape of the frames a capturer produces, in the OpenTok `VideoFormat` sense:
 /// pixel format, size, bytes per row of each plane, and the estimates a consumer
 /// (an encoder, a pacer) plans with.
@@ -31,14 +70,14 @@ public struct VideoFormat: Hashable, Sendable, CustomStringConvertible {
     public var width: Int
     public var height: Int
     /// Bytes per row for each plane (one entry for packed formats, two for NV12).
-    public var bytesPerRow: [Int]
+    public var bytesPerRow: PlaneStrides
     /// Frames per second the device was granted (not the one asked for).
     public var estimatedFramesPerSecond: Double
     /// Time from exposure to the frame reaching the consumer, as estimated.
     public var estimatedCaptureDelay: Duration
 
     public init(
-        pixelFormat: PixelFormat, width: Int, height: Int, bytesPerRow: [Int],
+        pixelFormat: PixelFormat, width: Int, height: Int, bytesPerRow: PlaneStrides,
         estimatedFramesPerSecond: Double, estimatedCaptureDelay: Duration = .zero
     ) {
         self.pixelFormat = pixelFormat

@@ -28,6 +28,16 @@ struct MediaTypesTests {
         #expect(f.uvPlane.baseAddress == f.yPlane.baseAddress! + 32 * 16)
     }
 
+    @Test func planeStridesAreInlineAndIndexed() {
+        let nv12 = VideoFormat.nv12(width: 33, height: 16, framesPerSecond: 30)
+        #expect(Array(nv12.bytesPerRow) == [33, 34])
+        var strides: PlaneStrides = [640]
+        strides.append(320)
+        strides.append(320)
+        #expect(strides.count == 3 && strides[2] == 320 && strides == PlaneStrides([640, 320, 320]))
+        #expect(strides != [640, 320])
+    }
+
     @Test func metadataIsInlineAndBounded() {
         let m = FrameMetadata([1, 2, 3])
         #expect(m.bytes == [1, 2, 3] && m.count == 3)
@@ -40,6 +50,20 @@ struct MediaTypesTests {
         #expect(s.percentile(50) == 51 || s.percentile(50) == 50)
         #expect(s.percentile(99) == 99 || s.percentile(99) == 100)
         #expect(s.maximum == 100)
+    }
+
+    @Test func percentilesMatchSortingOnAnyOrder() {
+        var generator = SystemRandomNumberGenerator()
+        for count in [1, 2, 3, 10, 257] {
+            let values = (0..<count).map { _ in Int64.random(in: 0..<50, using: &generator) }
+            var s = LatencySamples(capacity: 300)
+            for v in values { s.record(v) }
+            let sorted = values.sorted()
+            for p in [0.0, 25, 50, 90, 99, 100] {
+                let rank = Int((p / 100 * Double(count - 1)).rounded())
+                #expect(s.percentile(p) == sorted[rank], "p\(p) of \(values)")
+            }
+        }
     }
 
     @Test func formattedDecimals() {

@@ -120,7 +120,7 @@ final class StreamSession: @unchecked Sendable {
 
     var settings: CaptureSettings {
         let caps = device.capabilities
-        var bytesPerRow = [deviceFormat.bytesPerLine]
+        var bytesPerRow: PlaneStrides = [deviceFormat.bytesPerLine]
         if deviceFormat.pixelFormat == .nv12 { bytesPerRow.append(deviceFormat.bytesPerLine) }
         return CaptureSettings(
             device: device.path, card: caps.card, driver: caps.driver, busInfo: caps.busInfo,
