@@ -50,11 +50,8 @@ public final class JPEGDecoder {
         let uv = frame.uvPlane.baseAddress!.assumingMemoryBound(to: UInt8.self)
 
         if subsampling == Int32(TJSAMP_GRAY.rawValue) {
-            var planes: [UnsafeMutablePointer<UInt8>?] = [y, nil, nil]
-            var strides: [Int32] = [Int32(frame.yStride), 0, 0]
-            guard tjDecompressToYUVPlanes(handle, bytes, UInt(jpeg.count), &planes, width, &strides, height, 0) == 0 else {
-                throw .decodeFailed
-            }
+            try decompress(bytes, count: jpeg.count, width: width, height: height,
+                           planes: (y, nil, nil), strides: (Int32(frame.yStride), 0, 0))
             for row in 0..<ch { (uv + row * frame.uvStride).update(repeating: 128, count: 2 * cw) }
             return
         }
@@ -65,11 +62,8 @@ public final class JPEGDecoder {
         let native = pw * ph, half = cw * ch
         let base = scratch(atLeast: 2 * native + 2 * half).assumingMemoryBound(to: UInt8.self)
         let (u, v) = (base, base + native)
-        var planes: [UnsafeMutablePointer<UInt8>?] = [y, u, v]
-        var strides: [Int32] = [Int32(frame.yStride), Int32(pw), Int32(pw)]
-        guard tjDecompressToYUVPlanes(handle, bytes, UInt(jpeg.count), &planes, width, &strides, height, 0) == 0 else {
-            throw .decodeFailed
-        }
+        try decompress(bytes, count: jpeg.count, width: width, height: height,
+                       planes: (y, u, v), strides: (Int32(frame.yStride), Int32(pw), Int32(pw)))
         if pw == cw && ph == ch {
             MergeUVPlane(u, Int32(pw), v, Int32(pw), uv, Int32(frame.uvStride), Int32(cw), Int32(ch))
             return
@@ -78,5 +72,22 @@ public final class JPEGDecoder {
         ScalePlane(u, Int32(pw), Int32(pw), Int32(ph), u2, Int32(cw), Int32(cw), Int32(ch), kFilterBox)
         ScalePlane(v, Int32(pw), Int32(pw), Int32(ph), v2, Int32(cw), Int32(cw), Int32(ch), kFilterBox)
         MergeUVPlane(u2, Int32(cw), v2, Int32(cw), uv, Int32(frame.uvStride), Int32(cw), Int32(ch))
+    }
+
+    /// tjDecompressToYUVPlanes with its plane and stride arrays kept in
+    /// tuples on the stack: Swift arrays here would allocate on every frame.
+    private func decompress(_ bytes: UnsafePointer<UInt8>, count: Int, width: Int32, height: Int32,
+                            planes: (UnsafeMutablePointer<UInt8>?, UnsafeMutablePointer<UInt8>?, UnsafeMutablePointer<UInt8>?),
+                            strides: (Int32, Int32, Int32)) throws(JPEGError) {
+        var planes = planes, strides = strides
+        let status = withUnsafeMutableBytes(of: &planes) { planePointers in
+            withUnsafeMutableBytes(of: &strides) { strideValues in
+                tjDecompressToYUVPlanes(
+                    handle, bytes, UInt(count),
+                    planePointers.baseAddress!.assumingMemoryBound(to: UnsafeMutablePointer<UInt8>?.self), width,
+                    strideValues.baseAddress!.assumingMemoryBound(to: Int32.self), height, 0)
+            }
+        }
+        guard status == 0 else { throw .decodeFailed }
     }
 }
