@@ -1,0 +1,61 @@
+import ArgumentParser
+import Foundation
+import MediaTypes
+import PixelConversion
+
+/// `camagent bench conversion`: the per-frame pixel work of the capture path,
+/// timed on this machine. Benchmarks/run drives it and sets it beside FFmpeg
+/// and GStreamer; see BENCHMARKS.md for what each number means.
+struct BenchCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bench",
+        abstract: "Time the capture path's pixel work (YUYV→NV12 vs memcpy, MJPEG decode).",
+        discussion: """
+            Buffers are cycled through a working set larger than the CPU caches, so \
+            every frame starts cold, as a frame fresh from the driver's DMA does. \
+            Each figure is the median of several rounds. Benchmarks/run runs this \
+            together with the capture-path comparison against FFmpeg and GStreamer.
+            """
+    )
+
+    @Option(help: "Frame size WxH.", transform: { text in
+        guard let size = FrameSize(parsing: text), size.width % 2 == 0 else {
+            throw ValidationError("size must be WxH with an even width, e.g. 1280x720")
+        }
+        return size
+    })
+    var size = FrameSize(width: 1280, height: 720)
+
+    @Option(help: "Frames per round.")
+    var frames = 200
+
+    @Option(help: "Rounds; the median is reported.")
+    var rounds = 5
+
+    @Option(help: "A JPEG file to time MJPEG decoding with (its size overrides --size for that part).")
+    var jpeg: String?
+
+    @Flag(help: "Print the results as one JSON object.")
+    var json = false
+
+    func validate() throws {
+        guard frames > 0, rounds > 0 else { throw ValidationError("--frames and --rounds must be positive") }
+    }
+
+    func run() throws {
+        var result = ConversionBenchmark(size: size, frames: frames, rounds: rounds).run()
+        if let jpeg {
+            guard let data = FileManager.default.contents(atPath: jpeg) else {
+                printError("camagent: cannot read \(jpeg)")
+                throw ExitCode(ExitCodes.usage)
+            }
+            do {
+                result.mjpeg = try MJPEGBenchmark(jpeg: data, frames: frames, rounds: rounds).run()
+            } catch {
+                printError("camagent: \(jpeg): \(error)")
+                throw ExitCode(ExitCodes.usage)
+            }
+        }
+        print(json ? JSONOutput.line(result) : result.text)
+    }
+}
