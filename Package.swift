@@ -11,6 +11,8 @@ let package = Package(
         .library(name: "MediaTypes", targets: ["MediaTypes"]),
         .library(name: "VideoSources", targets: ["VideoSources"]),
         .library(name: "AudioDevices", targets: ["AudioDevices"]),
+        .library(name: "RTP", targets: ["RTP"]),
+        .library(name: "ICE", targets: ["ICE"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -36,6 +38,11 @@ let package = Package(
         .target(
             name: "CLinux",
             path: "CModules/CLinux"
+        ),
+        .target(
+            name: "COpenSSL",
+            path: "CModules/COpenSSL",
+            linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]
         ),
         .target(
             name: "CALSA",
@@ -64,6 +71,12 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // Network byte order helpers shared by the wire formats.
+        .target(name: "WireFormat"),
+        // RTP and RTCP packets, payloaders (VP8, H.264, Opus) and depacketizers.
+        .target(name: "RTP", dependencies: ["WireFormat"]),
+        // STUN messages for ICE (integrity, fingerprint); the ICE agent will live here.
+        .target(name: "ICE", dependencies: ["WireFormat", "COpenSSL"]),
         // Media files: Y4M and WAV writers/readers.
         .target(name: "MediaFiles", dependencies: ["MediaTypes", "PixelConversion"]),
         // The command-line agent.
@@ -78,6 +91,8 @@ let package = Package(
 
         // MARK: Tests (host unit tests; device tests live in Tests/Device and run in the VM)
         .testTarget(name: "MediaTypesTests", dependencies: ["MediaTypes"]),
+        .testTarget(name: "RTPTests", dependencies: ["RTP"]),
+        .testTarget(name: "ICETests", dependencies: ["ICE"]),
         .testTarget(name: "PixelConversionTests", dependencies: ["PixelConversion", "MediaTypes"]),
         .testTarget(
             name: "VideoSourcesTests",
