@@ -35,6 +35,9 @@ struct BenchCommand: ParsableCommand {
     @Option(help: "A JPEG file to time MJPEG decoding with (its size overrides --size for that part).")
     var jpeg: String?
 
+    @Flag(inversion: .prefixedNo, help: "Time YUYV→NV12 against memcpy (off to time only --jpeg).")
+    var conversion = true
+
     @Flag(help: "Print the results as one JSON object.")
     var json = false
 
@@ -43,7 +46,7 @@ struct BenchCommand: ParsableCommand {
     }
 
     func run() throws {
-        var result = ConversionBenchmark(size: size, frames: frames, rounds: rounds).run()
+        var result = conversion ? ConversionBenchmark(size: size, frames: frames, rounds: rounds).run() : BenchResult()
         if let jpeg {
             guard let data = FileManager.default.contents(atPath: jpeg) else {
                 printError("camagent: cannot read \(jpeg)")

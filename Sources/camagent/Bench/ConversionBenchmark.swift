@@ -1,7 +1,31 @@
 import MediaTypes
 import PixelConversion
 
-/// What `camagent bench` measured; nanoseconds are per frame, medians of the rounds.
+/// What `camagent bench` measured.
+struct BenchResult: Encodable {
+    var conversion: ConversionBenchResult?
+    var mjpeg: MJPEGBenchResult?
+
+    var text: String {
+        var lines: [String] = []
+        if let c = conversion {
+            lines += [
+                "conversion at \(c.width)x\(c.height), cold buffers (working set \(c.workingSetMiB.formatted(decimals: 0)) MiB):",
+                "  YUYV→NV12   \((c.yuyvToNV12Nanoseconds / 1e6).formatted(decimals: 3)) ms/frame",
+                "  memcpy      \((c.memcpyNanoseconds / 1e6).formatted(decimals: 3)) ms/frame (same source bytes)",
+                "  ratio       \(c.yuyvToMemcpyRatio.formatted(decimals: 2))x memcpy",
+            ]
+        }
+        if let m = mjpeg {
+            lines.append("MJPEG (\(m.width)x\(m.height), \(m.jpegBytes) bytes) → NV12: "
+                + "\((m.nanosecondsPerFrame / 1e6).formatted(decimals: 3)) ms/frame, "
+                + "\((m.nanosecondsPerMegapixel / 1e6).formatted(decimals: 3)) ms/megapixel")
+        }
+        return lines.joined(separator: "\n")
+    }
+}
+
+/// Nanoseconds are per frame, medians of the rounds.
 struct ConversionBenchResult: Encodable {
     var width: Int
     var height: Int
@@ -10,22 +34,6 @@ struct ConversionBenchResult: Encodable {
     var memcpyNanoseconds: Double
     /// yuyvToNV12 / memcpy of the same source bytes (target ≤ 1.25).
     var yuyvToMemcpyRatio: Double
-    var mjpeg: MJPEGBenchResult?
-
-    var text: String {
-        var lines = [
-            "conversion at \(width)x\(height), cold buffers (working set \(workingSetMiB.formatted(decimals: 0)) MiB):",
-            "  YUYV→NV12   \((yuyvToNV12Nanoseconds / 1e6).formatted(decimals: 3)) ms/frame",
-            "  memcpy      \((memcpyNanoseconds / 1e6).formatted(decimals: 3)) ms/frame (same source bytes)",
-            "  ratio       \(yuyvToMemcpyRatio.formatted(decimals: 2))x memcpy",
-        ]
-        if let m = mjpeg {
-            lines.append("MJPEG (\(m.width)x\(m.height), \(m.jpegBytes) bytes) → NV12: "
-                + "\((m.nanosecondsPerFrame / 1e6).formatted(decimals: 3)) ms/frame, "
-                + "\((m.nanosecondsPerMegapixel / 1e6).formatted(decimals: 3)) ms/megapixel")
-        }
-        return lines.joined(separator: "\n")
-    }
 }
 
 struct MJPEGBenchResult: Encodable {
@@ -56,7 +64,7 @@ struct ConversionBenchmark {
     /// Larger than any L3 cache this runs on, so each frame is read cold.
     static let workingSetBytes = 256 << 20
 
-    func run() -> ConversionBenchResult {
+    func run() -> BenchResult {
         let yuyvBytes = size.width * 2 * size.height
         let nv12 = VideoFormat.nv12(width: size.width, height: size.height, framesPerSecond: 30)
         let count = max(4, Self.workingSetBytes / (2 * yuyvBytes))
@@ -85,10 +93,10 @@ struct ConversionBenchmark {
         let copy = medianNanosecondsPerFrame(rounds: rounds, frames: frames) { i in
             copies[(i + 1) % count].copyMemory(from: UnsafeRawBufferPointer(sources[i % count]))
         }
-        return ConversionBenchResult(
+        return BenchResult(conversion: ConversionBenchResult(
             width: size.width, height: size.height,
             workingSetMiB: Double(count * (2 * yuyvBytes)) / Double(1 << 20),
-            yuyvToNV12Nanoseconds: convert, memcpyNanoseconds: copy, yuyvToMemcpyRatio: convert / copy)
+            yuyvToNV12Nanoseconds: convert, memcpyNanoseconds: copy, yuyvToMemcpyRatio: convert / copy))
     }
 }
 
