@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "AudioDevices", targets: ["AudioDevices"]),
         .library(name: "RTP", targets: ["RTP"]),
         .library(name: "ICE", targets: ["ICE"]),
+        .library(name: "SDP", targets: ["SDP"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -77,6 +78,8 @@ let package = Package(
         .target(name: "RTP", dependencies: ["WireFormat"]),
         // STUN messages for ICE (integrity, fingerprint); the ICE agent will live here.
         .target(name: "ICE", dependencies: ["WireFormat", "COpenSSL"]),
+        // SDP offers and answers for WHIP/WHEP: codecs, ICE candidates, fingerprints.
+        .target(name: "SDP"),
         // Media files: Y4M and WAV writers/readers.
         .target(name: "MediaFiles", dependencies: ["MediaTypes", "PixelConversion"]),
         // The command-line agent.
@@ -93,6 +96,7 @@ let package = Package(
         .testTarget(name: "MediaTypesTests", dependencies: ["MediaTypes"]),
         .testTarget(name: "RTPTests", dependencies: ["RTP"]),
         .testTarget(name: "ICETests", dependencies: ["ICE"]),
+        .testTarget(name: "SDPTests", dependencies: ["SDP"]),
         .testTarget(name: "PixelConversionTests", dependencies: ["PixelConversion", "MediaTypes"]),
         .testTarget(
             name: "VideoSourcesTests",
