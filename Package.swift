@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "RTP", targets: ["RTP"]),
         .library(name: "ICE", targets: ["ICE"]),
         .library(name: "SDP", targets: ["SDP"]),
+        .library(name: "Encoders", targets: ["Encoders"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -44,6 +45,16 @@ let package = Package(
             name: "COpenSSL",
             path: "CModules/COpenSSL",
             linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]
+        ),
+        .target(
+            name: "CVPX",
+            path: "CModules/CVPX",
+            linkerSettings: [.linkedLibrary("vpx")]
+        ),
+        .target(
+            name: "COpus",
+            path: "CModules/COpus",
+            linkerSettings: [.linkedLibrary("opus")]
         ),
         .target(
             name: "CALSA",
@@ -80,6 +91,8 @@ let package = Package(
         .target(name: "ICE", dependencies: ["WireFormat", "COpenSSL"]),
         // SDP offers and answers for WHIP/WHEP: codecs, ICE candidates, fingerprints.
         .target(name: "SDP"),
+        // Video and audio encoders for the publisher: VP8 (libvpx), Opus (libopus).
+        .target(name: "Encoders", dependencies: ["MediaTypes", "CVPX", "COpus", "CYUV"]),
         // Media files: Y4M and WAV writers/readers.
         .target(name: "MediaFiles", dependencies: ["MediaTypes", "PixelConversion"]),
         // The command-line agent.
@@ -97,6 +110,7 @@ let package = Package(
         .testTarget(name: "RTPTests", dependencies: ["RTP"]),
         .testTarget(name: "ICETests", dependencies: ["ICE"]),
         .testTarget(name: "SDPTests", dependencies: ["SDP"]),
+        .testTarget(name: "EncodersTests", dependencies: ["Encoders", "MediaTypes", "PixelConversion"]),
         .testTarget(name: "PixelConversionTests", dependencies: ["PixelConversion", "MediaTypes"]),
         .testTarget(
             name: "VideoSourcesTests",
