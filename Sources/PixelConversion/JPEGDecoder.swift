@@ -74,12 +74,6 @@ public final class JPEGDecoder {
         MergeUVPlane(u2, Int32(cw), v2, Int32(cw), uv, Int32(frame.uvStride), Int32(cw), Int32(ch))
     }
 
-    /// The fast integer IDCT: the decode is most of the MJPEG capture path's
-    /// CPU, and its error (well under one code value on camera content) is
-    /// far below what the video encoder after it throws away. GStreamer's
-    /// jpegdec uses the same method by default.
-    static let flags = Int32(TJFLAG_FASTDCT)
-
     /// tjDecompressToYUVPlanes with its plane and stride arrays kept in
     /// tuples on the stack: Swift arrays here would allocate on every frame.
     private func decompress(_ bytes: UnsafePointer<UInt8>, count: Int, width: Int32, height: Int32,
@@ -91,7 +85,7 @@ public final class JPEGDecoder {
                 tjDecompressToYUVPlanes(
                     handle, bytes, UInt(count),
                     planePointers.baseAddress!.assumingMemoryBound(to: UnsafeMutablePointer<UInt8>?.self), width,
-                    strideValues.baseAddress!.assumingMemoryBound(to: Int32.self), height, Self.flags)
+                    strideValues.baseAddress!.assumingMemoryBound(to: Int32.self), height, 0)
             }
         }
         guard status == 0 else { throw .decodeFailed }
