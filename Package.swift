@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "ICE", targets: ["ICE"]),
         .library(name: "SDP", targets: ["SDP"]),
         .library(name: "Encoders", targets: ["Encoders"]),
+        .library(name: "SecureTransport", targets: ["SecureTransport"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -57,6 +58,11 @@ let package = Package(
             linkerSettings: [.linkedLibrary("opus")]
         ),
         .target(
+            name: "CSRTP",
+            path: "CModules/CSRTP",
+            linkerSettings: [.linkedLibrary("srtp2")]
+        ),
+        .target(
             name: "CALSA",
             path: "CModules/CALSA",
             linkerSettings: [.linkedLibrary("asound")]
@@ -91,6 +97,8 @@ let package = Package(
         .target(name: "ICE", dependencies: ["WireFormat", "COpenSSL"]),
         // SDP offers and answers for WHIP/WHEP: codecs, ICE candidates, fingerprints.
         .target(name: "SDP"),
+        // DTLS-SRTP: SRTP/SRTCP sessions (libsrtp2); the DTLS handshake comes next.
+        .target(name: "SecureTransport", dependencies: ["CSRTP", "COpenSSL"]),
         // Video and audio encoders for the publisher: VP8 (libvpx), Opus (libopus).
         .target(name: "Encoders", dependencies: ["MediaTypes", "CVPX", "COpus", "CYUV"]),
         // Media files: Y4M and WAV writers/readers.
@@ -110,6 +118,7 @@ let package = Package(
         .testTarget(name: "RTPTests", dependencies: ["RTP"]),
         .testTarget(name: "ICETests", dependencies: ["ICE"]),
         .testTarget(name: "SDPTests", dependencies: ["SDP"]),
+        .testTarget(name: "SecureTransportTests", dependencies: ["SecureTransport", "RTP"]),
         .testTarget(name: "EncodersTests", dependencies: ["Encoders", "MediaTypes", "PixelConversion"]),
         .testTarget(name: "PixelConversionTests", dependencies: ["PixelConversion", "MediaTypes"]),
         .testTarget(

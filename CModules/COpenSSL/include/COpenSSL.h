@@ -1,13 +1,47 @@
 // COpenSSL: the thin C shim for OpenSSL (Debian libssl-dev).
 //
-// Why it exists: Swift imports OpenSSL's headers only through a module. STUN
-// message integrity (HMAC-SHA1) uses it now; DTLS with use_srtp will.
-// No logic lives here.
+// Why it exists: Swift imports OpenSSL's headers only through a module, and
+// several entry points are macros (over SSL_ctrl, or variadic); the inline
+// wrappers below are exactly those macros. STUN integrity (HMAC-SHA1) and
+// DTLS 1.2 with use_srtp use it. No logic lives here.
 #ifndef COPENSSL_H
 #define COPENSSL_H
 
+#include <openssl/bio.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
+static inline EVP_PKEY *copenssl_generate_p256(void) {
+    return EVP_EC_gen("P-256");
+}
+
+static inline int copenssl_ctx_require_dtls12(SSL_CTX *ctx) {
+    return (int)SSL_CTX_set_min_proto_version(ctx, DTLS1_2_VERSION);
+}
+
+/* OpenSSL builds this option from a macro Swift cannot import. */
+static inline void copenssl_no_query_mtu(SSL *ssl) {
+    SSL_set_options(ssl, SSL_OP_NO_QUERY_MTU);
+}
+
+static inline long copenssl_set_link_mtu(SSL *ssl, long mtu) {
+    return DTLS_set_link_mtu(ssl, mtu);
+}
+
+static inline long copenssl_dtls_get_timeout(SSL *ssl, struct timeval *out) {
+    return DTLSv1_get_timeout(ssl, out);
+}
+
+static inline long copenssl_dtls_handle_timeout(SSL *ssl) {
+    return DTLSv1_handle_timeout(ssl);
+}
+
+static inline long copenssl_pending(BIO *bio) {
+    return BIO_ctrl_pending(bio);
+}
 
 #endif

@@ -1,0 +1,12 @@
+// CSRTP: the thin C shim for libsrtp2 (Debian libsrtp2-dev).
+//
+// Why it exists: Swift imports libsrtp2's headers only through a module, and
+// SRTP_MAX_TRAILER_LEN is a macro built from other macros. No logic lives here.
+#ifndef CSRTP_H
+#define CSRTP_H
+
+#include <srtp2/srtp.h>
+
+static const int CSRTP_MAX_TRAILER_LEN = SRTP_MAX_TRAILER_LEN;
+
+#endif
