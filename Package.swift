@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "SDP", targets: ["SDP"]),
         .library(name: "Encoders", targets: ["Encoders"]),
         .library(name: "SecureTransport", targets: ["SecureTransport"]),
+        .library(name: "WHIP", targets: ["WHIP"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -101,6 +102,11 @@ let package = Package(
         .target(name: "SecureTransport", dependencies: ["CSRTP", "COpenSSL"]),
         // Video and audio encoders for the publisher: VP8 (libvpx), Opus (libopus).
         .target(name: "Encoders", dependencies: ["MediaTypes", "CVPX", "COpus", "CYUV"]),
+        // WHIP (RFC 9725): a small blocking HTTP/1.1 client over POSIX sockets, TLS by OpenSSL.
+        .target(
+            name: "WHIP",
+            dependencies: ["COpenSSL", .product(name: "Logging", package: "swift-log")]
+        ),
         // Media files: Y4M and WAV writers/readers.
         .target(name: "MediaFiles", dependencies: ["MediaTypes", "PixelConversion"]),
         // The command-line agent.
@@ -119,6 +125,10 @@ let package = Package(
         .testTarget(name: "ICETests", dependencies: ["ICE"]),
         .testTarget(name: "SDPTests", dependencies: ["SDP"]),
         .testTarget(name: "SecureTransportTests", dependencies: ["SecureTransport", "RTP"]),
+        .testTarget(
+            name: "WHIPTests",
+            dependencies: ["WHIP", .product(name: "Logging", package: "swift-log")]
+        ),
         .testTarget(name: "EncodersTests", dependencies: ["Encoders", "MediaTypes", "PixelConversion"]),
         .testTarget(name: "PixelConversionTests", dependencies: ["PixelConversion", "MediaTypes"]),
         .testTarget(

@@ -44,4 +44,14 @@ static inline long copenssl_pending(BIO *bio) {
     return BIO_ctrl_pending(bio);
 }
 
+/* TLS over TCP for the WHIP client (HTTPS): SNI and the protocol floor are
+   macros over SSL_ctrl. */
+static inline int copenssl_set_sni(SSL *ssl, const char *name) {
+    return (int)SSL_set_tlsext_host_name(ssl, name);
+}
+
+static inline int copenssl_ctx_require_tls12(SSL_CTX *ctx) {
+    return (int)SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+}
+
 #endif
