@@ -5,7 +5,8 @@ struct Deadline {
     let instant: ContinuousClock.Instant
 
     init(seconds: Double) {
-        instant = ContinuousClock.now.advanced(by: .milliseconds(Int64((seconds * 1000).rounded(.up))))
+        let milliseconds = Int64(min(seconds, 86_400 * 365) * 1000)  // a year is "forever" and cannot overflow
+        instant = ContinuousClock.now.advanced(by: .milliseconds(max(milliseconds, 1)))
     }
 
     /// What is left, in whole milliseconds for poll (0 when past).
