@@ -95,7 +95,10 @@ let package = Package(
         // RTP and RTCP packets, payloaders (VP8, H.264, Opus) and depacketizers.
         .target(name: "RTP", dependencies: ["WireFormat"]),
         // STUN messages for ICE (integrity, fingerprint); the ICE agent will live here.
-        .target(name: "ICE", dependencies: ["WireFormat", "COpenSSL"]),
+        .target(
+            name: "ICE",
+            dependencies: ["WireFormat", "COpenSSL", .product(name: "Logging", package: "swift-log")]
+        ),
         // SDP offers and answers for WHIP/WHEP: codecs, ICE candidates, fingerprints.
         .target(name: "SDP"),
         // DTLS-SRTP: SRTP/SRTCP sessions (libsrtp2); the DTLS handshake comes next.
@@ -122,7 +125,7 @@ let package = Package(
         // MARK: Tests (host unit tests; device tests live in Tests/Device and run in the VM)
         .testTarget(name: "MediaTypesTests", dependencies: ["MediaTypes"]),
         .testTarget(name: "RTPTests", dependencies: ["RTP"]),
-        .testTarget(name: "ICETests", dependencies: ["ICE"]),
+        .testTarget(name: "ICETests", dependencies: ["ICE", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "SDPTests", dependencies: ["SDP"]),
         .testTarget(name: "SecureTransportTests", dependencies: ["SecureTransport", "RTP"]),
         .testTarget(
