@@ -90,6 +90,8 @@ public final class ICEAgent {
     private var nextCheckTime = 0.0
     private var firstValidTime: Double?
     private var nominatingPair: Int?
+    /// Set once regular nomination stopped waiting for better pairs (so the wait is no deadline any more).
+    private var nominationWaitOver = false
     private var selectedPair: Int?
     /// Once a pair is selected, no more ordinary checks are started.
     private var concluded = false
@@ -299,7 +301,7 @@ public final class ICEAgent {
             consider(lastConsent + timing.consentTimeout)
         } else {
             consider(startTime + timing.checkingTimeout)
-            if let firstValidTime, role == .controlling, nominatingPair == nil {
+            if let firstValidTime, role == .controlling, nominatingPair == nil, !nominationWaitOver {
                 consider(firstValidTime + timing.nominationWait)
             }
         }
@@ -499,6 +501,7 @@ public final class ICEAgent {
     /// or `nominationWait` after the first valid pair (regular nomination, RFC 8445 §8.1.1).
     private func nominateIfReady(now: Double) {
         guard role == .controlling, !lite, selectedPair == nil, nominatingPair == nil, let firstValidTime else { return }
+        if now >= firstValidTime + timing.nominationWait { nominationWaitOver = true }
         let valid = pairs.indices.filter { pairs[$0].state == .succeeded }
         guard let best = valid.max(by: { pairs[$0].priority < pairs[$1].priority }), !pairs[best].nominated else { return }
         let betterPending = pairs.contains {

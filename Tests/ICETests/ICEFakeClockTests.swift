@@ -2,7 +2,7 @@ import ICE
 import Testing
 
 /// Agents on an in-memory network and a fake clock: timeouts without waiting.
-@Suite("ICE agent timers and error paths (fake clock)")
+@Suite("ICE agent timers and error paths (fake clock)", .timeLimit(.minutes(1)))
 struct ICEFakeClockTests {
     static let aAddress = TransportAddress(ip: "10.0.0.1", port: 5000)
     static let bAddress = TransportAddress(ip: "10.0.0.2", port: 6000)
