@@ -252,6 +252,11 @@ public final class ICEAgent {
         nextCheckTime = now
         for p in pairs.indices where pairs[p].state == .frozen { pairs[p].state = .waiting }
         setState(.checking, now: now)
+        if selectedPair != nil {
+            // A lite agent may have been nominated by checks that arrived before it started.
+            lastConsent = now
+            setState(.connected, now: now)
+        }
         if !lite && remotePassword == nil {
             logger.warning("ICE: started without the peer's credentials; checks wait for them")
         }

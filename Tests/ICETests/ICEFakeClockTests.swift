@@ -163,6 +163,22 @@ struct ICEFakeClockTests {
         #expect(b.remoteCandidates.map(\.type) == ["host"])
     }
 
+    @Test func aLiteAgentNominatedBeforeItStartedConnectsWhenStarted() {
+        let net = FakeNetwork()
+        let a = net.add(role: .controlling, addresses: [Self.aAddress], label: "ice.a")
+        let b = net.add(role: .controlled, lite: true, addresses: [Self.bAddress], label: "ice.lite")
+        FakeNetwork.introduce(a, b)
+        a.start(now: 0)
+        #expect(net.run(until: 5) { a.state == .connected })
+        #expect(b.state == .new && b.selected == nil)
+        b.start(now: net.now)
+        #expect(b.state == .connected && b.selected?.remote == Self.aAddress)
+        // The lite side takes the peer's consent checks as its sign of life: 30 s without them, failed.
+        #expect(!net.run(until: net.now + 45) { b.state != .connected })
+        net.drop = { _, _ in true }
+        #expect(net.run(until: net.now + 60) { b.state == .failed })
+    }
+
     @Test func aggressiveNominationConnectsWithoutANominationRound() {
         let net = FakeNetwork()
         let a = net.add(role: .controlling, nomination: .aggressive, addresses: [Self.aAddress], label: "ice.a")
