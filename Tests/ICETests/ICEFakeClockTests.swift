@@ -179,6 +179,24 @@ struct ICEFakeClockTests {
         #expect(net.run(until: net.now + 60) { b.state == .failed })
     }
 
+    @Test func pairsAreMadeWithinAnAddressFamilyOnly() {
+        let net = FakeNetwork()
+        let v6 = TransportAddress(ip: "2001:db8::1", port: 5002)
+        let a = net.add(role: .controlling, addresses: [Self.aAddress, v6], label: "ice.a")
+        let b = net.add(role: .controlled, addresses: [Self.bAddress], label: "ice.b")
+        // Non-canonical IPv6 text and an mDNS name: the first is normalised, the second ignored.
+        b.addRemoteCandidate(ip: "2001:0db8:0:0::1", port: 5002, priority: 1, type: "host", foundation: "9")
+        b.addRemoteCandidate(ip: "5f1c0e2a.local", port: 5003, priority: 1, type: "host", foundation: "8")
+        #expect(b.remoteCandidates.map(\.address) == [v6])
+        FakeNetwork.introduce(a, b)
+        #expect(a.candidatePairs.map(\.remote) == [Self.bAddress])
+        #expect(a.candidatePairs.map(\.local) == [Self.aAddress])
+        #expect(b.candidatePairs.map(\.remote) == [Self.aAddress])
+        a.start(now: 0)
+        b.start(now: 0)
+        #expect(net.run(until: 5) { a.state == .connected && b.state == .connected })
+    }
+
     @Test func aggressiveNominationConnectsWithoutANominationRound() {
         let net = FakeNetwork()
         let a = net.add(role: .controlling, nomination: .aggressive, addresses: [Self.aAddress], label: "ice.a")
