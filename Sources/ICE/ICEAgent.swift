@@ -12,6 +12,9 @@ import Logging
 /// (their base, the host candidate, already is), and a peer-reflexive local candidate
 /// learned from XOR-MAPPED-ADDRESS is only logged (the pair sends from the same socket).
 ///
+/// After anything that can change the schedule (`start`, `receive`, `tick`, adding candidates
+/// or credentials), send `takeOutgoing()` and read `nextDeadline` again.
+///
 /// Not thread-safe: one thread drives it.
 public final class ICEAgent {
     public enum Role: Sendable { case controlling, controlled }
@@ -90,6 +93,8 @@ public final class ICEAgent {
     private var nextCheckTime = 0.0
     private var firstValidTime: Double?
     private var nominatingPair: Int?
+    /// Set once regular nomination stopped waiting for better pairs (so the wait is no deadline any more).
+    private var nominationWaitOver = false
     private var selectedPair: Int?
     /// Once a pair is selected, no more ordinary checks are started.
     private var concluded = false
@@ -249,7 +254,12 @@ public final class ICEAgent {
         startTime = now
         nextCheckTime = now
         for p in pairs.indices where pairs[p].state == .frozen { pairs[p].state = .waiting }
-        setState(.checking, now: now)
+        setState(.checking)
+        if selectedPair != nil {
+            // A lite agent may have been nominated by checks that arrived before it started.
+            lastConsent = now
+            setState(.connected)
+        }
         if !lite && remotePassword == nil {
             logger.warning("ICE: started without the peer's credentials; checks wait for them")
         }
@@ -299,7 +309,7 @@ public final class ICEAgent {
             consider(lastConsent + timing.consentTimeout)
         } else {
             consider(startTime + timing.checkingTimeout)
-            if let firstValidTime, role == .controlling, nominatingPair == nil {
+            if let firstValidTime, role == .controlling, nominatingPair == nil, !nominationWaitOver {
                 consider(firstValidTime + timing.nominationWait)
             }
         }
@@ -323,7 +333,7 @@ public final class ICEAgent {
         guard state != .closed else { return }
         transactions.removeAll()
         outgoing.removeAll()
-        setState(.closed, now: nil)
+        setState(.closed)
     }
 
     // MARK: Internals: pairs
@@ -372,7 +382,7 @@ public final class ICEAgent {
         if newRole == .controlled { nominatingPair = nil }
     }
 
-    private func setState(_ newState: State, now: Double?) {
+    private func setState(_ newState: State) {
         guard state != newState else { return }
         logger.info("ICE: \(state) -> \(newState)")
         state = newState
@@ -382,7 +392,7 @@ public final class ICEAgent {
         logger.info("ICE: failed: \(reason)")
         transactions.removeAll()
         triggered.removeAll()
-        setState(.failed, now: now)
+        setState(.failed)
     }
 
     // MARK: Internals: sending
@@ -499,6 +509,7 @@ public final class ICEAgent {
     /// or `nominationWait` after the first valid pair (regular nomination, RFC 8445 §8.1.1).
     private func nominateIfReady(now: Double) {
         guard role == .controlling, !lite, selectedPair == nil, nominatingPair == nil, let firstValidTime else { return }
+        if now >= firstValidTime + timing.nominationWait { nominationWaitOver = true }
         let valid = pairs.indices.filter { pairs[$0].state == .succeeded }
         guard let best = valid.max(by: { pairs[$0].priority < pairs[$1].priority }), !pairs[best].nominated else { return }
         let betterPending = pairs.contains {
@@ -519,7 +530,7 @@ public final class ICEAgent {
         lastConsent = now
         if selectedPair != nil { nextConsentTime = now + Double.random(in: timing.consentInterval) }
         logger.info("ICE: selected pair \(pairs[best].local) -> \(pairs[best].remote) (socket \(pairs[best].socket))")
-        if state == .checking || state == .disconnected { setState(.connected, now: now) }
+        if state == .checking || state == .disconnected { setState(.connected) }
     }
 
     private func evaluate(now: Double) {
@@ -537,9 +548,9 @@ public final class ICEAgent {
             if now >= lastConsent + timing.consentTimeout {
                 fail("consent lost: nothing from \(selected.map { "\($0.remote)" } ?? "the peer") for \(timing.consentTimeout) s", now: now)
             } else if now >= lastConsent + timing.disconnectedAfter {
-                setState(.disconnected, now: now)
+                setState(.disconnected)
             } else {
-                setState(.connected, now: now)
+                setState(.connected)
             }
         default:
             break

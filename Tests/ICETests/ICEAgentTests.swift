@@ -4,7 +4,7 @@ import Glibc
 import ICE
 import Testing
 
-@Suite("ICE agents over real UDP sockets on 127.0.0.1")
+@Suite("ICE agents over real UDP sockets on 127.0.0.1", .timeLimit(.minutes(1)))
 struct ICELoopbackTests {
     /// Both sides agree on the selected pair, and application datagrams pass through
     /// `receive` as "not mine" in both directions.
@@ -113,7 +113,7 @@ struct ICELoopbackTests {
     }
 }
 
-@Suite("UDP sockets and host interfaces")
+@Suite("UDP sockets and host interfaces", .timeLimit(.minutes(1)))
 struct UDPSocketTests {
     @Test func bindSendReceiveClose() throws {
         let a = try UDPSocket(bindingTo: "127.0.0.1")

@@ -2,7 +2,7 @@ import ICE
 import Testing
 
 /// Agents on an in-memory network and a fake clock: timeouts without waiting.
-@Suite("ICE agent timers and error paths (fake clock)")
+@Suite("ICE agent timers and error paths (fake clock)", .timeLimit(.minutes(1)))
 struct ICEFakeClockTests {
     static let aAddress = TransportAddress(ip: "10.0.0.1", port: 5000)
     static let bAddress = TransportAddress(ip: "10.0.0.2", port: 6000)
@@ -161,6 +161,40 @@ struct ICEFakeClockTests {
         let host = a.localCandidates[0]
         b.addRemoteCandidate(ip: host.ip, port: host.port, priority: host.priority, type: "host", foundation: host.foundation)
         #expect(b.remoteCandidates.map(\.type) == ["host"])
+    }
+
+    @Test func aLiteAgentNominatedBeforeItStartedConnectsWhenStarted() {
+        let net = FakeNetwork()
+        let a = net.add(role: .controlling, addresses: [Self.aAddress], label: "ice.a")
+        let b = net.add(role: .controlled, lite: true, addresses: [Self.bAddress], label: "ice.lite")
+        FakeNetwork.introduce(a, b)
+        a.start(now: 0)
+        #expect(net.run(until: 5) { a.state == .connected })
+        #expect(b.state == .new && b.selected == nil)
+        b.start(now: net.now)
+        #expect(b.state == .connected && b.selected?.remote == Self.aAddress)
+        // The lite side takes the peer's consent checks as its sign of life: 30 s without them, failed.
+        #expect(!net.run(until: net.now + 45) { b.state != .connected })
+        net.drop = { _, _ in true }
+        #expect(net.run(until: net.now + 60) { b.state == .failed })
+    }
+
+    @Test func pairsAreMadeWithinAnAddressFamilyOnly() {
+        let net = FakeNetwork()
+        let v6 = TransportAddress(ip: "2001:db8::1", port: 5002)
+        let a = net.add(role: .controlling, addresses: [Self.aAddress, v6], label: "ice.a")
+        let b = net.add(role: .controlled, addresses: [Self.bAddress], label: "ice.b")
+        // Non-canonical IPv6 text and an mDNS name: the first is normalised, the second ignored.
+        b.addRemoteCandidate(ip: "2001:0db8:0:0::1", port: 5002, priority: 1, type: "host", foundation: "9")
+        b.addRemoteCandidate(ip: "5f1c0e2a.local", port: 5003, priority: 1, type: "host", foundation: "8")
+        #expect(b.remoteCandidates.map(\.address) == [v6])
+        FakeNetwork.introduce(a, b)
+        #expect(a.candidatePairs.map(\.remote) == [Self.bAddress])
+        #expect(a.candidatePairs.map(\.local) == [Self.aAddress])
+        #expect(b.candidatePairs.map(\.remote) == [Self.aAddress])
+        a.start(now: 0)
+        b.start(now: 0)
+        #expect(net.run(until: 5) { a.state == .connected && b.state == .connected })
     }
 
     @Test func aggressiveNominationConnectsWithoutANominationRound() {
