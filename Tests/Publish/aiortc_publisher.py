@@ -192,6 +192,8 @@ class Publisher:
             finally:
                 if self.pc:
                     await self.pc.close()
+                if self.player and self.player.video:
+                    self.player.video.stop()  # ends the player's decoding thread
                 self.emit(event="state", state="closed")
                 self.emit(event="summary", sessions=self.sessions)
 

@@ -324,3 +324,86 @@ def track_brief(track):
 
 def total_frames(summary, kind):
     return sum(t["frames"] for s in summary["sessions"] for t in s[kind])
+
+
+# -- Janus ------------------------------------------------------------------------
+
+def free_port():
+    """A TCP port free on the host (for Janus when there is no namespace of its own)."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
+class JanusRoom:
+    """Janus (VideoRoom, HTTP API) and the WHIP bridge in front of it, in the test's network."""
+
+    ROOM = 1234
+
+    def __init__(self, net, workdir):
+        from janus_whip_bridge import write_config
+        self.net = net
+        self.workdir = workdir
+        self.http_port = 8088 if net.name else free_port()
+        conf = os.path.join(workdir, "janus")
+        write_config(conf, ice_address=net.addr, http_port=self.http_port, room=self.ROOM)
+        self.api = f"http://{net.addr}:{self.http_port}/janus"
+        self.janus = self._start_janus(conf)
+        self.bridge_summary_path = os.path.join(workdir, "bridge.json")
+        self.bridge = net.start([PY, os.path.join(HERE, "janus_whip_bridge.py"), "--janus", self.api,
+                                 "--room", str(self.ROOM), "--port", "0", "-v",
+                                 "--summary", self.bridge_summary_path], "janus-bridge", workdir)
+        self.bridge_port = int(read_line(self.bridge, 30))
+        self.url = f"http://{net.addr}:{self.bridge_port}/whip"
+
+    def _start_janus(self, conf):
+        proc = self.net.start(["janus", "-F", conf, "-o", "-d", "4", "-N",
+                               "-L", os.path.join(self.workdir, "janus-file.log")], "janus", self.workdir)
+        # Ready when its HTTP API answers "info".
+        probe = ("import json, sys, time, urllib.request\n"
+                 "for _ in range(100):\n"
+                 "    try:\n"
+                 "        r = urllib.request.urlopen(sys.argv[1] + '/info', timeout=2)\n"
+                 "        print(json.load(r)['janus']); sys.exit(0)\n"
+                 "    except Exception:\n"
+                 "        time.sleep(0.2)\n"
+                 "sys.exit(1)\n")
+        ready = self.net.run([PY, "-c", probe, self.api], timeout=60)
+        if ready.returncode != 0:
+            raise AssertionError(f"Janus did not come up (exit {proc.poll()}):\n" + self.log())
+        return proc
+
+    def subscribe(self, duration, wait=30):
+        """Starts the aiortc subscriber; returns (process, summary path). It waits for a publisher."""
+        path = os.path.join(self.workdir, f"subscriber-{next(_counter)}.json")
+        proc = self.net.start([PY, os.path.join(HERE, "janus_subscriber.py"), "--janus", self.api,
+                               "--room", str(self.ROOM), "--duration", str(duration), "--wait", str(wait),
+                               "--summary", path, "-v"], "janus-subscriber", self.workdir)
+        return proc, path
+
+    def stop_bridge(self):
+        self.net.stop(self.bridge)
+        with open(self.bridge_summary_path) as f:
+            return json.load(f)
+
+    def log(self):
+        path = os.path.join(self.workdir, "janus-file.log")
+        return open(path).read()[-4000:] if os.path.exists(path) else ""
+
+
+def subscriber_result(proc, path, timeout):
+    """Waits for the subscriber and returns its summary."""
+    proc.wait(timeout=timeout)
+    with open(path) as f:
+        return json.load(f)
+
+
+@pytest.fixture
+def janus_room(net, workdir):
+    if not shutil.which("janus"):
+        raise AssertionError("janus is not installed (scripts/install --test installs it)")
+    room = JanusRoom(net, workdir)
+    yield room
+    for proc in (room.bridge, room.janus):
+        net.stop(proc)

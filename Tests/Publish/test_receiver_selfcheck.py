@@ -1,9 +1,11 @@
 """The WHIP receiver proven against a publisher nobody here wrote (aiortc), before
 camagent is pointed at it: every check test_publish_aiortc.py makes of camagent
 is made here of aiortc_publisher.py, including each fault knob."""
+import pytest
+
 from publish_support import (EXIT_CONNECTION, EXIT_OK, EXIT_REFUSED, EXIT_UNAUTHORIZED, EXIT_UNREACHABLE,
                              aiortc_publish, check_audio, check_video, describe, json_lines, states,
-                             total_frames)
+                             subscriber_result, total_frames)
 
 TOKEN = "selfcheck-token"
 
@@ -107,3 +109,19 @@ def test_vanish_then_reconnect(net, receiver_factory, pattern_y4m):
     assert sessions[0]["video"][0]["frames"] > 0
     assert sessions[1]["video"][0]["frames"] > 0 and sessions[1]["video"][0]["countersRead"] > 0
     assert "connected" in sessions[1]["states"]
+
+
+@pytest.mark.parametrize("codec", ["vp8", "h264"])
+def test_janus_path(net, janus_room, pattern_y4m, codec):
+    """aiortc publisher -> bridge -> Janus -> aiortc subscriber: the path test_publish_janus.py uses."""
+    sub, sub_path = janus_room.subscribe(duration=4)
+    proc = aiortc_publish(net, janus_room.url, pattern_y4m, codec=codec, duration=9)
+    if proc.returncode != EXIT_OK:
+        net.stop(sub)  # it would wait for a publisher that never comes
+    summary = subscriber_result(sub, sub_path, timeout=60)
+    bridge = janus_room.stop_bridge()
+    assert proc.returncode == EXIT_OK, describe(proc, janus_room.log())
+    assert summary["error"] is None, (summary["error"], summary.get("janusEvents"))
+    assert [r["deleted"] for r in bridge["resources"]] == [True], bridge["requests"]
+    check_video(summary["video"][0], duration=4, codec=codec.upper())
+    check_audio(summary["audio"][0], duration=4)
