@@ -109,10 +109,11 @@ def test_wrong_fingerprint_is_refused(net, receiver_factory):
 
 def test_peer_vanishes_then_reconnect(net, receiver_factory):
     # The receiver drops the first session silently 3 s after it connects; camagent must
-    # notice (consent freshness, no RTCP), say "reconnecting" and POST a new offer. It has
-    # the rest of --duration to do so: the second session must decode frames.
+    # notice (no RTCP, or ICE consent expiring: at most 30 s by RFC 7675), say
+    # "reconnecting" and POST a new offer. It has the rest of --duration to do so, enough
+    # for a consent expiry and a few backoff steps: the later session must decode frames.
     r = receiver_factory("--vanish-after", "3")
-    proc = camagent_publish(net, r.url, duration=25, timeout=120)
+    proc = camagent_publish(net, r.url, duration=45, timeout=150)
     summary = r.stop()
     said = states(json_lines(proc.stdout))
     assert "reconnecting" in said, describe(proc, r.log())

@@ -19,6 +19,7 @@ def test_through_janus(net, janus_room, codec):
     proc = camagent_publish(net, janus_room.url, codec=codec, duration=PUBLISH)
     if proc.returncode != EXIT_OK:
         net.stop(sub)  # it would wait for a publisher that never comes
+        raise AssertionError(describe(proc, janus_room.log()))
     summary = subscriber_result(sub, sub_path, timeout=60)
     bridge = janus_room.stop_bridge()
     assert proc.returncode == EXIT_OK, describe(proc, janus_room.log())

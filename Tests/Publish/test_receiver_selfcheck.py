@@ -118,6 +118,7 @@ def test_janus_path(net, janus_room, pattern_y4m, codec):
     proc = aiortc_publish(net, janus_room.url, pattern_y4m, codec=codec, duration=9)
     if proc.returncode != EXIT_OK:
         net.stop(sub)  # it would wait for a publisher that never comes
+        raise AssertionError(describe(proc, janus_room.log()))
     summary = subscriber_result(sub, sub_path, timeout=60)
     bridge = janus_room.stop_bridge()
     assert proc.returncode == EXIT_OK, describe(proc, janus_room.log())
