@@ -53,6 +53,11 @@ let package = Package(
             linkerSettings: [.linkedLibrary("vpx")]
         ),
         .target(
+            name: "COpenH264",
+            path: "CModules/COpenH264",
+            linkerSettings: [.linkedLibrary("openh264")]
+        ),
+        .target(
             name: "COpus",
             path: "CModules/COpus",
             linkerSettings: [.linkedLibrary("opus")]
