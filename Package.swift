@@ -104,8 +104,8 @@ let package = Package(
         .target(name: "SDP"),
         // DTLS-SRTP: SRTP/SRTCP sessions (libsrtp2); the DTLS handshake comes next.
         .target(name: "SecureTransport", dependencies: ["CSRTP", "COpenSSL"]),
-        // Video and audio encoders for the publisher: VP8 (libvpx), Opus (libopus).
-        .target(name: "Encoders", dependencies: ["MediaTypes", "CVPX", "COpus", "CYUV"]),
+        // Video and audio encoders for the publisher: VP8 (libvpx), H.264 (OpenH264), Opus (libopus).
+        .target(name: "Encoders", dependencies: ["MediaTypes", "CVPX", "COpenH264", "COpus", "CYUV"]),
         // Media files: Y4M and WAV writers/readers.
         .target(name: "MediaFiles", dependencies: ["MediaTypes", "PixelConversion"]),
         // The command-line agent.
@@ -124,7 +124,7 @@ let package = Package(
         .testTarget(name: "ICETests", dependencies: ["ICE"]),
         .testTarget(name: "SDPTests", dependencies: ["SDP"]),
         .testTarget(name: "SecureTransportTests", dependencies: ["SecureTransport", "RTP"]),
-        .testTarget(name: "EncodersTests", dependencies: ["Encoders", "MediaTypes", "PixelConversion"]),
+        .testTarget(name: "EncodersTests", dependencies: ["Encoders", "MediaTypes", "PixelConversion", "RTP"]),
         .testTarget(name: "PixelConversionTests", dependencies: ["PixelConversion", "MediaTypes"]),
         .testTarget(
             name: "VideoSourcesTests",
