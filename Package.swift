@@ -54,6 +54,11 @@ let package = Package(
             linkerSettings: [.linkedLibrary("vpx")]
         ),
         .target(
+            name: "COpenH264",
+            path: "CModules/COpenH264",
+            linkerSettings: [.linkedLibrary("openh264")]
+        ),
+        .target(
             name: "COpus",
             path: "CModules/COpus",
             linkerSettings: [.linkedLibrary("opus")]
@@ -103,8 +108,8 @@ let package = Package(
         .target(name: "SDP"),
         // DTLS-SRTP: SRTP/SRTCP sessions (libsrtp2); the DTLS handshake comes next.
         .target(name: "SecureTransport", dependencies: ["CSRTP", "COpenSSL"]),
-        // Video and audio encoders for the publisher: VP8 (libvpx), Opus (libopus).
-        .target(name: "Encoders", dependencies: ["MediaTypes", "CVPX", "COpus", "CYUV"]),
+        // Video and audio encoders for the publisher: VP8 (libvpx), H.264 (OpenH264), Opus (libopus).
+        .target(name: "Encoders", dependencies: ["MediaTypes", "CVPX", "COpenH264", "COpus", "CYUV"]),
         // WHIP (RFC 9725): a small blocking HTTP/1.1 client over POSIX sockets, TLS by OpenSSL.
         .target(
             name: "WHIP",
@@ -132,7 +137,7 @@ let package = Package(
             name: "WHIPTests",
             dependencies: ["WHIP", .product(name: "Logging", package: "swift-log")]
         ),
-        .testTarget(name: "EncodersTests", dependencies: ["Encoders", "MediaTypes", "PixelConversion"]),
+        .testTarget(name: "EncodersTests", dependencies: ["Encoders", "MediaTypes", "PixelConversion", "RTP"]),
         .testTarget(name: "PixelConversionTests", dependencies: ["PixelConversion", "MediaTypes"]),
         .testTarget(
             name: "VideoSourcesTests",
