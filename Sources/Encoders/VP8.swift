@@ -47,8 +47,9 @@ public final class VP8Encoder {
         self.framesPerSecond = framesPerSecond
         self.bitrateKbps = bitrateKbps
         i420 = .allocate(byteCount: size.width * size.height * 3 / 2 + size.width, alignment: 64)
+        // Every stored property is set from here on, so a throw below runs deinit, which frees
+        // i420 and destroys the (possibly never initialised) context: no manual clean-up here.
         guard vpx_codec_enc_config_default(vpx_codec_vp8_cx(), &config, 0) == VPX_CODEC_OK else {
-            i420.deallocate()
             throw .initFailed(codec: "VP8", reason: "no default configuration")
         }
         config.g_w = UInt32(size.width)
@@ -70,7 +71,6 @@ public final class VP8Encoder {
         config.kf_max_dist = UInt32(max(1, framesPerSecond * 10))  // a keyframe at least every 10 s
         let status = cvpx_enc_init(&context, &config)
         guard status == VPX_CODEC_OK else {
-            i420.deallocate()
             throw .initFailed(codec: "VP8", reason: String(cString: vpx_codec_err_to_string(status)))
         }
         _ = cvpx_control_int(&context, Int32(VP8E_SET_CPUUSED.rawValue), -6)
