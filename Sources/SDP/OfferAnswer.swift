@@ -8,9 +8,15 @@ public struct ICECandidate: Hashable, Sendable {
     public var address: String
     public var port: Int
     public var type: String          // host, srflx, prflx, relay
+    /// raddr/rport: the base a server-reflexive candidate was learned from
+    /// (RFC 8839 requires them on every candidate that is not host).
+    public var relatedAddress: String?
+    public var relatedPort: Int?
 
     public init(foundation: String, component: Int = 1, transport: String = "udp", priority: UInt32,
-                address: String, port: Int, type: String = "host") {
+                address: String, port: Int, type: String = "host", relatedAddress: String? = nil, relatedPort: Int? = nil) {
+        self.relatedAddress = relatedAddress
+        self.relatedPort = relatedPort
         self.foundation = foundation
         self.component = component
         self.transport = transport
@@ -28,10 +34,14 @@ public struct ICECandidate: Hashable, Sendable {
               let port = Int(f[5]), (0...65535).contains(port) else { return nil }
         self.init(foundation: f[0], component: component, transport: f[2].lowercased(), priority: priority,
                   address: f[4], port: port, type: f[7])
+        if let i = f.firstIndex(of: "raddr"), i + 1 < f.count { relatedAddress = f[i + 1] }
+        if let i = f.firstIndex(of: "rport"), i + 1 < f.count { relatedPort = Int(f[i + 1]) }
     }
 
     public var attributeValue: String {
-        "\(foundation) \(component) \(transport) \(priority) \(address) \(port) typ \(type)"
+        var text = "\(foundation) \(component) \(transport) \(priority) \(address) \(port) typ \(type)"
+        if let relatedAddress, let relatedPort { text += " raddr \(relatedAddress) rport \(relatedPort)" }
+        return text
     }
 
     /// RFC 8445 §5.1.2.1 with the recommended type preferences (host 126,

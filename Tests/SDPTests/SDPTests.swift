@@ -107,6 +107,9 @@ struct SDPTests {
     @Test func candidatesParseAndPrioritiesFollowRFC8445() {
         let c = ICECandidate(parsing: "candidate:842163049 1 udp 1677729535 203.0.113.7 61665 typ srflx raddr 10.0.0.2 rport 61665 generation 0")
         #expect(c?.type == "srflx" && c?.address == "203.0.113.7" && c?.port == 61665 && c?.priority == 1_677_729_535)
+        #expect(c?.relatedAddress == "10.0.0.2" && c?.relatedPort == 61665)
+        // A server-reflexive candidate is written with its base (RFC 8839 §5.1).
+        #expect(c?.attributeValue == "842163049 1 udp 1677729535 203.0.113.7 61665 typ srflx raddr 10.0.0.2 rport 61665")
         #expect(ICECandidate(parsing: "candidate:1 1 udp notanumber 1.2.3.4 5 typ host") == nil)
         #expect(ICECandidate.priority(type: "host", localPreference: 65535) == 2_130_706_431)
         #expect(ICECandidate.priority(type: "srflx", localPreference: 65535) == 1_694_498_815)
