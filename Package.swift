@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "Encoders", targets: ["Encoders"]),
         .library(name: "SecureTransport", targets: ["SecureTransport"]),
         .library(name: "WHIP", targets: ["WHIP"]),
+        .library(name: "Publisher", targets: ["Publisher"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -115,13 +116,21 @@ let package = Package(
             name: "WHIP",
             dependencies: ["COpenSSL", .product(name: "Logging", package: "swift-log")]
         ),
+        // The WebRTC publisher: encoders → RTP → pacer → SRTP over ICE, WHIP signaling, stats.
+        .target(
+            name: "Publisher",
+            dependencies: [
+                "MediaTypes", "AudioDevices", "Encoders", "RTP", "ICE", "SDP", "SecureTransport", "WHIP",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // Media files: Y4M and WAV writers/readers.
         .target(name: "MediaFiles", dependencies: ["MediaTypes", "PixelConversion"]),
         // The command-line agent.
         .executableTarget(
             name: "camagent",
             dependencies: [
-                "MediaTypes", "PixelConversion", "VideoSources", "AudioDevices", "MediaFiles",
+                "MediaTypes", "PixelConversion", "VideoSources", "AudioDevices", "MediaFiles", "Publisher", "ICE", "WHIP",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -132,6 +141,7 @@ let package = Package(
         .testTarget(name: "RTPTests", dependencies: ["RTP"]),
         .testTarget(name: "ICETests", dependencies: ["ICE", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "SDPTests", dependencies: ["SDP"]),
+        .testTarget(name: "PublisherTests", dependencies: ["Publisher", "RTP", "MediaTypes"]),
         .testTarget(name: "SecureTransportTests", dependencies: ["SecureTransport", "RTP"]),
         .testTarget(
             name: "WHIPTests",

@@ -1,0 +1,82 @@
+import MediaTypes
+import RTP
+
+/// Everything the encoder threads and the transport thread share, behind
+/// one lock in `MediaSenders`: the RTP streams with their histories, the
+/// pacer, and what the receiver's RTCP asked for. Critical sections are a
+/// packetization or a handful of pops: short.
+struct MediaSendState {
+    var streams: [RTPStreamSender]
+    var pacer: Pacer
+    var feedback: [FeedbackCounters]
+    var reception: [RemoteReception]
+    var bitrate: BitrateController
+    /// Set by PLI/FIR (or a new connection); the video encoder takes it.
+    var keyframeRequested = true
+    /// Packets a NACK asked for that were no longer in the history.
+    var nackMisses: UInt64 = 0
+
+    init(streams: [RTPStreamSender], videoBitrate: Int) {
+        self.streams = streams
+        pacer = Pacer(bitsPerSecond: videoBitrate + 64_000)
+        feedback = Array(repeating: FeedbackCounters(), count: streams.count)
+        reception = Array(repeating: RemoteReception(), count: streams.count)
+        bitrate = BitrateController(maximum: videoBitrate)
+    }
+
+    func streamIndex(ssrc: UInt32) -> Int? { streams.firstIndex { $0.ssrc == ssrc } }
+    func streamIndex(kind: MediaKind) -> Int? { streams.firstIndex { $0.kind == kind } }
+
+    /// Acts on one RTCP packet from the receiver. Returns true when the peer
+    /// said goodbye (BYE for the whole session).
+    mutating func handle(_ packet: RTCPPacket, arrivedAtCompactNTP now: UInt32) -> Bool {
+        switch packet {
+        case .senderReport(let sr):
+            for block in sr.reports { handle(block, now: now) }
+        case .receiverReport(_, let reports):
+            for block in reports { handle(block, now: now) }
+        case .nack(_, let media, let lost):
+            guard let s = streamIndex(ssrc: media) else { return false }
+            feedback[s].nackReceived += 1
+            for sequence in lost {
+                feedback[s].nackedPackets += 1
+                if let size = streams[s].history.withPacket(sequence, { $0.count }) {
+                    pacer.enqueue(Pacer.Item(stream: s, sequence: sequence, size: size, isRetransmission: true), urgent: true)
+                } else {
+                    nackMisses += 1
+                }
+            }
+        case .pictureLossIndication(_, let media):
+            guard let s = streamIndex(ssrc: media) else { return false }
+            feedback[s].pliReceived += 1
+            keyframeRequested = true
+        case .fullIntraRequest(_, let media, _):
+            // FIR's own media SSRC field is zero; the target is in the FCI.
+            let s = streamIndex(ssrc: media) ?? streamIndex(kind: .video)
+            guard let s else { return false }
+            feedback[s].firReceived += 1
+            keyframeRequested = true
+        case .estimatedMaximumBitrate(_, let bps, let ssrcs):
+            if ssrcs.isEmpty || ssrcs.contains(where: { streamIndex(ssrc: $0) != nil }) {
+                bitrate.estimatedMaximum(Int(min(bps, UInt64(Int.max))))
+            }
+        case .bye(let ssrcs):
+            return !ssrcs.isEmpty && ssrcs.allSatisfy { streamIndex(ssrc: $0) == nil }
+        case .sourceDescription, .other:
+            break
+        }
+        return false
+    }
+
+    private mutating func handle(_ block: ReceptionReport, now: UInt32) {
+        guard let s = streamIndex(ssrc: block.ssrc) else { return }
+        var r = reception[s]
+        r.reportsReceived += 1
+        r.packetsLost = Int64(block.cumulativeLost)
+        r.fractionLost = Double(block.fractionLost) / 256
+        r.jitter = Double(block.jitter) / Double(streams[s].clockRate)
+        if let rtt = block.roundTripSeconds(arrivedAtCompactNTP: now) { r.roundTripTime = rtt }
+        reception[s] = r
+        if streams[s].kind == .video { bitrate.reportedLoss(r.fractionLost) }
+    }
+}

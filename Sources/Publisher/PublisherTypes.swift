@@ -1,0 +1,111 @@
+import AudioDevices
+import Encoders
+import ICE
+import MediaTypes
+import SDP
+import WHIP
+
+public enum VideoCodec: String, Sendable, Codable, CaseIterable {
+    case vp8, h264
+
+    var description: CodecDescription { self == .vp8 ? .vp8 : .h264 }
+}
+
+/// What to publish and how, in the shape of OpenTok's publisher settings.
+public struct PublisherSettings: Sendable {
+    /// The stream's name (the SDP msid stream id).
+    public var name = "camagent"
+    public var audioTrack = true
+    public var videoTrack = true
+    /// Video codecs to offer, preferred first; the server's answer chooses.
+    public var codecPreference: [VideoCodec] = [.vp8, .h264]
+    /// Video bitrate ceiling, bits per second (REMB and loss move below it).
+    public var videoBitrate = 1_000_000
+    public var audioBitrate = 32_000
+    /// Offer loopback addresses as ICE candidates too (tests on one host).
+    public var includeLoopbackCandidates = false
+    /// "host:port" of a STUN server for a server-reflexive candidate.
+    public var stunServer: TransportAddress?
+    /// Seconds for ICE and DTLS to come up once the answer is in.
+    public var connectTimeout = 20.0
+    /// Reconnect (with backoff) when an established session drops.
+    public var reconnect = true
+    public var maxReconnectDelay = 10.0
+
+    public init() {}
+}
+
+public enum PublisherState: String, Sendable, Codable {
+    case idle, connecting, connected, reconnecting, closed, failed
+}
+
+public enum PublisherError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The signaling server (WHIP) failed or refused.
+    case signaling(WHIPError)
+    /// The server's answer cannot be used.
+    case badAnswer(String)
+    /// ICE, DTLS or SRTP did not come up, or the peer went away.
+    case connection(ConnectionError)
+    case video(CaptureError)
+    case audio(AudioError)
+    case encoder(CodecError)
+    case nothingToPublish
+
+    public var description: String {
+        switch self {
+        case .signaling(let e): e.description
+        case .badAnswer(let r): "the server's SDP answer is unusable: \(r)"
+        case .connection(let e): e.description
+        case .video(let e): e.description
+        case .audio(let e): e.description
+        case .encoder(let e): e.description
+        case .nothingToPublish: "neither audio nor video to publish"
+        }
+    }
+}
+
+/// What the publisher tells its owner, on the publisher's own threads.
+public enum PublisherEvent: Sendable {
+    case stateChanged(PublisherState)
+    /// The server took the stream (WHIP resource URL), media is flowing.
+    case streamCreated(resource: String, codec: String, selectedPair: String?)
+    /// The stream ended (stopped, or dropped: the reason says which).
+    case streamDestroyed(reason: String)
+    /// A failure: before the first connection it ends `publish()`; later
+    /// ones are followed by a reconnect when settings allow.
+    case failed(PublisherError)
+}
+
+/// Network stats of one stream (OpenTok's audio/video network stats, plus
+/// what the receiver reported).
+public struct StreamStats: Sendable, Codable, Hashable {
+    public var kind: MediaKind
+    public var codec: String
+    public var ssrc: UInt32
+    public var framesEncoded: UInt64
+    public var keyframesEncoded: UInt64
+    public var packetsSent: UInt64
+    public var bytesSent: UInt64
+    public var packetsRetransmitted: UInt64
+    /// Bits per second over the interval since the previous stats call.
+    public var bitrate: Double
+    public var frameRate: Double
+    public var targetBitrate: Int?
+    public var packetsLost: Int64
+    public var fractionLost: Double
+    public var jitter: Double
+    /// Seconds; nil until a receiver report carried one.
+    public var rtt: Double?
+    public var nackReceived: UInt64
+    public var pliReceived: UInt64
+    public var firReceived: UInt64
+}
+
+public struct PublisherStats: Sendable, Codable, Hashable {
+    public var state: PublisherState
+    public var video: StreamStats?
+    public var audio: StreamStats?
+    public var selectedPair: String?
+    public var packetsDroppedByPacer: UInt64
+    public var connections: Int
+}

@@ -1,0 +1,384 @@
+import ICE
+import Logging
+import MediaTypes
+import RTP
+import SecureTransport
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Why a connection did not come up, or went away.
+public enum ConnectionError: Error, Hashable, Sendable, CustomStringConvertible {
+    case noUsableInterface
+    case socket(String)
+    case iceFailed
+    case dtls(DTLSError)
+    case srtp(String)
+    case timedOut(seconds: Double)
+    case consentLost
+    case peerClosed
+
+    public var description: String {
+        switch self {
+        case .noUsableInterface: "no usable network interface for ICE host candidates"
+        case .socket(let r): "UDP socket: \(r)"
+        case .iceFailed: "ICE failed: no candidate pair answered connectivity checks"
+        case .dtls(let e): e.description
+        case .srtp(let r): "SRTP: \(r)"
+        case .timedOut(let s): "the WebRTC connection did not come up within \(Int(s)) s"
+        case .consentLost: "the peer stopped answering (ICE consent freshness expired)"
+        case .peerClosed: "the peer closed the connection"
+        }
+    }
+}
+
+/// One WebRTC connection of the publisher: UDP sockets on every usable
+/// interface, the ICE agent, DTLS-SRTP, and the loop that paces RTP out and
+/// reads RTCP in. It runs on one thread of its own, waiting in poll() on
+/// its sockets and a wake-up event, with every timer (ICE, DTLS
+/// retransmission, pacer, RTCP) folded into the poll timeout.
+final class PeerTransport: @unchecked Sendable {   // `run` state belongs to the transport thread
+    enum Phase: Sendable, Equatable {
+        case checking, securing, connected
+        case failed(ConnectionError)
+        case closed
+    }
+
+    struct Remote: Sendable {
+        var ufrag: String
+        var password: String
+        var isLite: Bool
+        var fingerprint: String
+        /// The answer's a=setup: "active" makes us the DTLS server.
+        var setup: String
+        var candidates: [(ip: String, port: UInt16, priority: UInt32, type: String, foundation: String)]
+    }
+
+    let iceUfrag: String
+    let icePassword: String
+    private(set) var localCandidates: [ICELocalCandidate] = []
+    let cname: String
+
+    private let logger: Logger
+    private let certificate: DTLSCertificate
+    private let media: MediaSenders
+    private let sockets: [UDPSocket]
+    private let agent: ICEAgent
+    private let wake = WakeEvent()
+    private let onPhase: @Sendable (Phase) -> Void
+    private let connectTimeout: Double
+    private let control = Mutex<(stop: Bool, thread: DeviceThread?, phase: Phase, selected: String?)>((false, nil, .checking, nil))
+
+    // Transport-thread state.
+    private var dtls: DTLSTransport?
+    private var outbound: SRTPSession?
+    private var inbound: SRTPSession?
+    private var sendBuffer: [UInt8] = []
+    private var rtcpBuffer: [UInt8] = []
+    private var nextRTCP = 0.0
+
+    init(certificate: DTLSCertificate, media: MediaSenders, includeLoopback: Bool, stunServer: TransportAddress?,
+         connectTimeout: Double = 30, logger: Logger, onPhase: @escaping @Sendable (Phase) -> Void) throws(ConnectionError) {
+        self.certificate = certificate
+        self.media = media
+        self.logger = logger
+        self.onPhase = onPhase
+        self.connectTimeout = connectTimeout
+        cname = "camagent-\(UInt32.random(in: 0...UInt32.max))"
+        let credentials = ICEAgent.randomCredentials()
+        iceUfrag = credentials.ufrag
+        icePassword = credentials.password
+        agent = ICEAgent(role: .controlling, localUfrag: iceUfrag, localPassword: icePassword, nomination: .regular, logger: logger)
+        agent.timing.disconnectedAfter = 8
+        var addresses = HostInterfaces.addresses(includeLoopback: includeLoopback)
+        if addresses.isEmpty { addresses = HostInterfaces.addresses(includeLoopback: true) }
+        guard !addresses.isEmpty else { throw .noUsableInterface }
+        var opened: [UDPSocket] = []
+        for (index, address) in addresses.enumerated() {
+            do {
+                let socket = try UDPSocket(bindingTo: address.ip)
+                agent.addHostCandidate(socket: opened.count, address: socket.local,
+                                       localPreference: UInt32(65535 - index))
+                opened.append(socket)
+            } catch {
+                logger.debug("no ICE candidate on \(address.interface) \(address.ip): \(error)")
+            }
+        }
+        guard !opened.isEmpty else { throw .socket("could not bind a UDP socket on any interface") }
+        sockets = opened
+        if let stunServer {
+            for index in sockets.indices where sockets[index].local.ip.contains(".") == stunServer.ip.contains(".") {
+                agent.gatherServerReflexive(socket: index, stunServer: stunServer, now: Self.now())
+            }
+        }
+        localCandidates = agent.localCandidates
+        sendBuffer.reserveCapacity(PacketHistory.packetCapacity + SRTPSession.maximumTrailer)
+        rtcpBuffer.reserveCapacity(1500)
+    }
+
+    deinit {
+        for socket in sockets { socket.close() }
+    }
+
+    /// Where the connection is.
+    var phase: Phase { control.withLock { $0.phase } }
+    /// "local ip:port -> remote ip:port" once ICE chose a pair.
+    var selectedPair: String? { control.withLock { $0.selected } }
+
+    /// Starts checks towards the answer's candidates, on the transport thread.
+    func start(remote: Remote) {
+        agent.setRemoteCredentials(ufrag: remote.ufrag, password: remote.password, isLite: remote.isLite)
+        for c in remote.candidates {
+            agent.addRemoteCandidate(ip: c.ip, port: c.port, priority: c.priority, type: c.type, foundation: c.foundation)
+        }
+        let role: DTLSTransport.Role = remote.setup == "passive" ? .client : .server
+        do {
+            dtls = try DTLSTransport(certificate: certificate, role: role, remoteFingerprint: remote.fingerprint)
+        } catch {
+            setPhase(.failed(.dtls(error)))
+            return
+        }
+        media.setNotify { [wake] in wake.signal() }
+        let thread = DeviceThread(name: "camagent-rtc") { [self] in run() }
+        control.withLock { $0.thread = thread }
+    }
+
+    /// Stops the loop (sending RTCP BYE first when connected) and waits for it.
+    func stop() {
+        let thread: DeviceThread? = control.withLock { c in
+            c.stop = true
+            defer { c.thread = nil }
+            return c.thread
+        }
+        wake.signal()
+        thread?.join()
+        media.setNotify(nil)
+        agent.close()
+    }
+
+    static func now() -> Double { MonotonicTimestamp.now().seconds }
+
+    private func setPhase(_ phase: Phase) {
+        let changed = control.withLock { c -> Bool in
+            guard c.phase != phase else { return false }
+            if case .failed = c.phase { return false }   // the first failure is the one reported
+            if c.phase == .closed { return false }
+            c.phase = phase
+            return true
+        }
+        if changed { onPhase(phase) }
+    }
+
+    // MARK: The transport thread
+
+    private func run() {
+        let receive = UnsafeMutableRawBufferPointer.allocate(byteCount: 2048, alignment: 16)
+        defer { receive.deallocate() }
+        var fds = sockets.map { pollfd(fd: $0.fileDescriptor, events: Int16(POLLIN), revents: 0) }
+        fds.append(pollfd(fd: wake.fd, events: Int16(POLLIN), revents: 0))
+        let started = Self.now()
+        agent.start(now: started)
+        flushICE()
+        while !control.withLock({ $0.stop }) {
+            var now = Self.now()
+            var deadline = now + 0.25
+            if let d = agent.nextDeadline { deadline = min(deadline, d) }
+            if phase == .securing, let r = dtls?.retransmitDelay { deadline = min(deadline, now + r) }
+            if phase == .connected {
+                if let d = media.state.withLock({ $0.pacer.nextDeadline(now: now) }) { deadline = min(deadline, d) }
+                deadline = min(deadline, nextRTCP)
+            }
+            let timeout = Int32(max(0, ((deadline - now) * 1000).rounded(.up)))
+            _ = poll(&fds, nfds_t(fds.count), timeout)
+            if fds[fds.count - 1].revents != 0 { wake.drain() }
+            now = Self.now()
+            for index in sockets.indices where fds[index].revents & Int16(POLLIN) != 0 {
+                drain(socket: index, buffer: receive, now: now)
+            }
+            agent.tick(now: now)
+            flushICE()
+            advance(now: now, started: started)
+            if phase == .connected {
+                sendPaced(now: now)
+                if now >= nextRTCP {
+                    sendSenderReports()
+                    nextRTCP = now + Double.random(in: 0.5...1.5)   // RFC 3550 randomised interval around 1 s
+                }
+            }
+        }
+        if phase == .connected { sendBye() }
+        setPhase(.closed)
+    }
+
+    private func advance(now: Double, started: Double) {
+        switch (phase, agent.state) {
+        case (.checking, .connected):
+            if let selected = agent.selected {
+                let local = sockets[selected.socket].local
+                control.withLock { $0.selected = "\(local) -> \(selected.remote)" }
+                logger.info("ICE connected: \(local) -> \(selected.remote)")
+            }
+            setPhase(.securing)
+            guard let dtls else { return }
+            do { send(try dtls.start()) } catch { setPhase(.failed(.dtls(error))) }
+        case (.checking, .failed), (.securing, .failed):
+            setPhase(.failed(.iceFailed))
+        case (.connected, .failed), (.connected, .closed), (.connected, .disconnected):
+            // Disconnected: consent checks went unanswered for a while. A
+            // publisher gains nothing by waiting the full 30 s for consent to
+            // expire: the session is treated as gone and re-established.
+            setPhase(.failed(.consentLost))
+        case (.securing, _):
+            if let dtls, let delay = dtls.retransmitDelay, delay <= 0 { send(dtls.retransmit()) }
+        default:
+            break
+        }
+        if phase == .checking || phase == .securing, now - started > connectTimeout {
+            setPhase(.failed(.timedOut(seconds: connectTimeout)))
+        }
+    }
+
+    private func drain(socket index: Int, buffer: UnsafeMutableRawBufferPointer, now: Double) {
+        while true {
+            let received: (count: Int, from: TransportAddress)?
+            do { received = try sockets[index].receive(into: buffer) } catch {
+                logger.debug("receive on \(sockets[index].local): \(error)")
+                return
+            }
+            guard let (count, from) = received else { return }
+            let datagram = UnsafeRawBufferPointer(rebasing: buffer[0..<count])
+            if agent.receive(datagram, from: from, socket: index, now: now) { continue }
+            guard let first = datagram.first else { continue }
+            switch first {
+            case 20...63: handleDTLS(datagram)
+            case 128...191 where count >= 2 && (192...223).contains(datagram[1]): handleRTCP(datagram)
+            default: break   // RTP towards a send-only publisher, or noise
+            }
+        }
+    }
+
+    private func handleDTLS(_ datagram: UnsafeRawBufferPointer) {
+        guard let dtls else { return }
+        if phase == .connected {
+            // After the handshake only an alert matters: close_notify or fatal.
+            if datagram.first == 21 { setPhase(.failed(.peerClosed)) }
+            return
+        }
+        do {
+            send(try dtls.receive(Array(datagram)))
+        } catch {
+            setPhase(.failed(.dtls(error)))
+            return
+        }
+        guard dtls.state == .connected, let profile = dtls.srtpProfile, let keys = dtls.srtpKeys else { return }
+        do {
+            outbound = try SRTPSession(profile: profile, key: keys.localKey, salt: keys.localSalt, direction: .outbound)
+            inbound = try SRTPSession(profile: profile, key: keys.remoteKey, salt: keys.remoteSalt, direction: .inbound)
+        } catch {
+            setPhase(.failed(.srtp("\(error)")))
+            return
+        }
+        logger.info("DTLS connected (\(dtls.role == .client ? "client" : "server")), SRTP \(profile)")
+        media.state.withLock { $0.keyframeRequested = true }
+        nextRTCP = Self.now() + 0.2
+        setPhase(.connected)
+    }
+
+    private func handleRTCP(_ datagram: UnsafeRawBufferPointer) {
+        guard let inbound else { return }
+        rtcpBuffer.removeAll(keepingCapacity: true)
+        rtcpBuffer.append(contentsOf: datagram)
+        do { try inbound.unprotectRTCP(&rtcpBuffer) } catch {
+            logger.debug("RTCP dropped: \(error)")
+            return
+        }
+        guard let packets = try? RTCPPacket.parseCompound(rtcpBuffer[...]) else { return }
+        let now = NTPTime.compact(NTPTime.now())
+        let bye = media.state.withLock { s in
+            var bye = false
+            for packet in packets where s.handle(packet, arrivedAtCompactNTP: now) { bye = true }
+            return bye
+        }
+        if bye { setPhase(.failed(.peerClosed)) }
+    }
+
+    /// Sends what the pacer lets out now: each packet is copied from the
+    /// history into the send buffer (SRTP encrypts in place; the history keeps
+    /// the clear packet for NACKs) and leaves on the selected pair.
+    private func sendPaced(now: Double) {
+        guard let outbound, let selected = agent.selected else { return }
+        while true {
+            let item: Pacer.Item? = media.state.withLock { s in
+                while let item = s.pacer.next(now: now) {
+                    let found = s.streams[item.stream].history.withPacket(item.sequence) { packet in
+                        sendBuffer.removeAll(keepingCapacity: true)
+                        sendBuffer.append(contentsOf: packet)
+                    }
+                    if found != nil {
+                        s.streams[item.stream].countSent(size: sendBuffer.count, retransmission: item.isRetransmission)
+                        return item
+                    }
+                }
+                return nil
+            }
+            guard item != nil else { return }
+            do {
+                try outbound.protectRTP(&sendBuffer)
+                try sendBuffer.withUnsafeBytes { try sockets[selected.socket].send($0, to: selected.remote) }
+            } catch {
+                logger.debug("RTP not sent: \(error)")
+            }
+        }
+    }
+
+    private func sendSenderReports() {
+        let now = MonotonicTimestamp.now()
+        let ntp = NTPTime.now()
+        let packets: [RTCPPacket] = media.state.withLock { s in
+            s.streams.filter(\.hasSent).map { stream in
+                .senderReport(SenderReport(ssrc: stream.ssrc, ntpTimestamp: ntp,
+                                           rtpTimestamp: stream.rtpTimestamp(at: now, origin: media.origin),
+                                           packetCount: UInt32(truncatingIfNeeded: stream.packetsSent),
+                                           octetCount: UInt32(truncatingIfNeeded: stream.payloadBytesSent)))
+            }
+        }
+        guard case .senderReport(let first)? = packets.first else { return }
+        sendRTCP(packets + [.sourceDescription(ssrc: first.ssrc, cname: cname)])
+    }
+
+    private func sendBye() {
+        let ssrcs = media.state.withLock { s in s.streams.map(\.ssrc) }
+        guard let first = ssrcs.first else { return }
+        sendRTCP([.receiverReport(ssrc: first, reports: []), .bye(ssrcs: ssrcs)])
+    }
+
+    private func sendRTCP(_ packets: [RTCPPacket]) {
+        guard let outbound, let selected = agent.selected else { return }
+        var compound: [UInt8] = []
+        for packet in packets { packet.write(to: &compound) }
+        do {
+            try outbound.protectRTCP(&compound)
+            try compound.withUnsafeBytes { try sockets[selected.socket].send($0, to: selected.remote) }
+        } catch {
+            logger.debug("RTCP not sent: \(error)")
+        }
+    }
+
+    private func send(_ datagrams: [[UInt8]]) {
+        guard let selected = agent.selected else { return }
+        for datagram in datagrams {
+            do { try datagram.withUnsafeBytes { try sockets[selected.socket].send($0, to: selected.remote) } } catch {
+                logger.debug("DTLS datagram not sent: \(error)")
+            }
+        }
+    }
+
+    private func flushICE() {
+        for datagram in agent.takeOutgoing() {
+            do { try datagram.bytes.withUnsafeBytes { try sockets[datagram.socket].send($0, to: datagram.to) } } catch {
+                logger.debug("ICE datagram not sent to \(datagram.to): \(error)")
+            }
+        }
+    }
+}
