@@ -17,10 +17,14 @@ let package = Package(
         .library(name: "Encoders", targets: ["Encoders"]),
         .library(name: "SecureTransport", targets: ["SecureTransport"]),
         .library(name: "WHIP", targets: ["WHIP"]),
+        .library(name: "ViewerServer", targets: ["ViewerServer"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.0.0"),
+        // Hummingbird's own dependency, named for ViewerServer's graceful shutdown.
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.0.0"),
     ],
     targets: [
         // MARK: C shims (one per C library; only what Swift cannot import)
@@ -110,6 +114,15 @@ let package = Package(
             name: "WHIP",
             dependencies: ["COpenSSL", .product(name: "Logging", package: "swift-log")]
         ),
+        // The embedded viewer's HTTP side: viewer page, WHEP endpoint, /stats, /metrics (Hummingbird).
+        .target(
+            name: "ViewerServer",
+            dependencies: [
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // Media files: Y4M and WAV writers/readers.
         .target(name: "MediaFiles", dependencies: ["MediaTypes", "PixelConversion"]),
         // The command-line agent.
@@ -141,6 +154,10 @@ let package = Package(
         .testTarget(
             name: "AudioDevicesTests",
             dependencies: ["AudioDevices", "MediaTypes", .product(name: "Logging", package: "swift-log")]
+        ),
+        .testTarget(
+            name: "ViewerServerTests",
+            dependencies: ["ViewerServer", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(name: "MediaFilesTests", dependencies: ["MediaFiles", "MediaTypes", "PixelConversion"]),
     ],
