@@ -1,0 +1,7 @@
+"""The publish tests' fixtures live in publish_support.py (importable by the tests too)."""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from publish_support import janus_room, net, pattern_y4m, receiver_factory, workdir  # noqa: E402,F401

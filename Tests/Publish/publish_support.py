@@ -1,0 +1,411 @@
+"""Helpers and fixtures for the publish tests: a network namespace per test and the peers in it.
+
+Each test gets its own network namespace (`ip netns add camagent-test-<pid>-<n>`)
+with loopback up and a veth pair whose end cam0 has 10.77.0.1/24. aioice
+(aiortc's ICE) gathers no candidate on 127.0.0.1, and Janus is told to use
+cam0 only, so every peer meets on 10.77.0.1 and nothing leaves the namespace.
+The receiver, Janus, the bridge and the publisher all run inside it through
+`ip netns exec`; the namespace and every process in it are removed afterwards,
+whatever the outcome. Where namespaces cannot be made (not root, no
+iproute2), the tests fall back to the host's first non-loopback IPv4 address
+and say so once.
+
+Every wait has a timeout; no assertion is about time.
+"""
+import itertools
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "Tests", "Device"))
+
+BIN = os.environ.get("CAMAGENT_BIN", os.path.join(ROOT, ".build", "release", "camagent"))
+PY = sys.executable
+
+# Exit codes of `camagent publish` (and of aiortc_publisher.py, which copies them).
+EXIT_OK = 0
+EXIT_USAGE = 64
+EXIT_UNREACHABLE = 80
+EXIT_UNAUTHORIZED = 81
+EXIT_REFUSED = 82
+EXIT_CONNECTION = 83
+
+NS_ADDR = "10.77.0.1"
+NS_PREFIX = 24
+NS_IFACE = "cam0"
+
+_counter = itertools.count()
+_fallback_said = False
+
+
+def _run(args, timeout=20, check=True):
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)} exited {proc.returncode}: {proc.stderr.strip()}")
+    return proc
+
+
+def host_address():
+    """The host's first non-loopback IPv4 address (the fallback without namespaces)."""
+    out = _run(["ip", "-4", "-o", "addr", "show", "scope", "global"], check=False).stdout
+    for line in out.splitlines():
+        fields = line.split()
+        if "inet" in fields:
+            return fields[fields.index("inet") + 1].split("/")[0]
+    return "127.0.0.1"
+
+
+class Net:
+    """Where the peers run: a namespace (name set) or the host (name None)."""
+
+    def __init__(self, name, addr, iface):
+        self.name = name
+        self.addr = addr
+        self.iface = iface
+        self.procs = []
+
+    def prefix(self):
+        return ["ip", "netns", "exec", self.name] if self.name else []
+
+    def run(self, args, timeout, **kw):
+        """Runs a command inside; returns CompletedProcess (text)."""
+        return subprocess.run(self.prefix() + list(args), capture_output=True, text=True,
+                              timeout=timeout, **kw)
+
+    def start(self, args, name, logdir, **kw):
+        """Starts a long-running process inside; stdout is a pipe, stderr goes to a log file."""
+        err = open(os.path.join(logdir, f"{name}.log"), "w")
+        proc = subprocess.Popen(self.prefix() + list(args), stdout=subprocess.PIPE, stderr=err,
+                                text=True, start_new_session=True, **kw)
+        proc.log_path = err.name
+        proc.label = name
+        self.procs.append(proc)
+        return proc
+
+    def stop(self, proc, timeout=20):
+        """SIGTERM, then SIGKILL if it does not end in time; returns the exit code."""
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+        return proc.returncode
+
+    def cleanup(self):
+        for proc in self.procs:
+            self.stop(proc, timeout=10)
+        if self.name:
+            # Anything still inside (a child that escaped its group) was started by this test.
+            pids = _run(["ip", "netns", "pids", self.name], check=False).stdout.split()
+            for pid in pids:
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except (ProcessLookupError, ValueError):
+                    pass
+            _run(["ip", "netns", "del", self.name], check=False)
+
+
+def make_namespace():
+    name = f"camagent-test-{os.getpid()}-{next(_counter)}"
+    try:
+        _run(["ip", "netns", "add", name])
+    except (OSError, RuntimeError, subprocess.TimeoutExpired):
+        return None
+    net = Net(name, NS_ADDR, NS_IFACE)
+    try:
+        _run(["ip", "-n", name, "link", "set", "lo", "up"])
+        _run(["ip", "-n", name, "link", "add", NS_IFACE, "type", "veth", "peer", "name", "cam1"])
+        _run(["ip", "-n", name, "addr", "add", f"{NS_ADDR}/{NS_PREFIX}", "dev", NS_IFACE])
+        _run(["ip", "-n", name, "link", "set", NS_IFACE, "up"])
+        _run(["ip", "-n", name, "link", "set", "cam1", "up"])
+        # IPv6 off: only the IPv4 address is a candidate, for every peer.
+        _run(["ip", "netns", "exec", name, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"], check=False)
+    except Exception:
+        net.cleanup()
+        raise
+    return net
+
+
+@pytest.fixture
+def net():
+    """A fresh network namespace for one test (or the host as a fallback)."""
+    global _fallback_said
+    # CAMAGENT_TEST_NO_NETNS=1 forces the host fallback (to check it where namespaces work).
+    use_ns = shutil.which("ip") and os.environ.get("CAMAGENT_TEST_NO_NETNS") != "1"
+    made = make_namespace() if use_ns else None
+    if made is None:
+        if not _fallback_said:
+            print("\npublish tests: network namespaces unavailable, using the host's interfaces",
+                  file=sys.stderr)
+            _fallback_said = True
+        made = Net(None, host_address(), None)
+    try:
+        yield made
+    finally:
+        made.cleanup()
+
+
+@pytest.fixture
+def workdir():
+    d = tempfile.mkdtemp(prefix="camagent-publish-")
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def read_line(proc, timeout):
+    """The first stdout line of a process, or an error with its log if none comes in time."""
+    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    line = proc.stdout.readline() if ready else ""
+    if not line:
+        proc_log = open(proc.log_path).read()[-3000:] if os.path.exists(proc.log_path) else ""
+        raise AssertionError(f"{proc.label} printed nothing (exit {proc.poll()}):\n{proc_log}")
+    return line.strip()
+
+
+class Receiver:
+    """whip_receiver.py running inside the test's network."""
+
+    def __init__(self, net, workdir, *flags, token=None):
+        self.net = net
+        self.summary_path = os.path.join(workdir, f"receiver-{next(_counter)}.json")
+        args = [PY, os.path.join(HERE, "whip_receiver.py"), "--host", "0.0.0.0", "--port", "0",
+                "--summary", self.summary_path, "-v"]
+        if token:
+            args += ["--token", token]
+        args += list(flags)
+        self.proc = net.start(args, "whip-receiver", workdir)
+        self.port = int(read_line(self.proc, 30))
+        self.url = f"http://{net.addr}:{self.port}/whip"
+        self._summary = None
+
+    def stop(self):
+        """Stops the receiver and returns its summary (written on SIGTERM)."""
+        if self._summary is None:
+            self.net.stop(self.proc)
+            with open(self.summary_path) as f:
+                self._summary = json.load(f)
+        return self._summary
+
+    def log(self):
+        return open(self.proc.log_path).read()[-4000:]
+
+
+@pytest.fixture
+def receiver_factory(net, workdir):
+    made = []
+
+    def make(*flags, token=None):
+        r = Receiver(net, workdir, *flags, token=token)
+        made.append(r)
+        return r
+    yield make
+    for r in made:
+        net.stop(r.proc)
+
+
+def json_lines(stdout):
+    events = []
+    for line in stdout.splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                events.append(json.loads(line))
+            except json.JSONDecodeError:
+                pass
+    return events
+
+
+def states(events):
+    return [e.get("state") for e in events if e.get("event") == "state"]
+
+
+def describe(proc, extra=""):
+    return (f"exit {proc.returncode}\n--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n"
+            f"{proc.stderr[-3000:]}\n{extra}")
+
+
+@pytest.fixture(scope="session")
+def pattern_y4m():
+    """Ten seconds of the camagent test pattern at 640x480 and 30 fps, counters drawn in
+    (aiortc_publisher.py plays it once: no test publishes it for longer)."""
+    d = tempfile.mkdtemp(prefix="camagent-pattern-")
+    path = os.path.join(d, "pattern.y4m")
+    proc = subprocess.run([BIN, "capture", "--device", "test-pattern", "--size", "640x480",
+                           "--fps", "30", "--frames", "300", "--output", path],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, describe(proc)
+    yield path
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def aiortc_publish(net, url, y4m, *, codec="vp8", token=None, duration=4, tone=1000, timeout=90):
+    """Runs aiortc_publisher.py inside the test's network; returns CompletedProcess."""
+    args = [PY, os.path.join(HERE, "aiortc_publisher.py"), "--video", y4m, "--whip", url,
+            "--codec", codec, "--duration", str(duration), "--json"]
+    if tone:
+        args += ["--tone", str(tone)]
+    if token:
+        args += ["--token", token]
+    return net.run(args, timeout=timeout)
+
+
+def camagent_publish(net, url, *, codec="vp8", token=None, duration=5, audio="test-tone",
+                     extra=(), timeout=None):
+    """Runs `camagent publish` inside the test's network; returns CompletedProcess."""
+    args = [BIN, "publish", "--device", "test-pattern", "--audio", audio, "--whip", url,
+            "--codec", codec, "--size", "640x480", "--fps", "30", "--bitrate", "800",
+            "--duration", str(duration), "--json"]
+    if token:
+        args += ["--token", token]
+    args += list(extra)
+    return net.run(args, timeout=timeout if timeout is not None else duration + 60)
+
+
+# -- what a good stream looks like -------------------------------------------------
+
+# Frames decoded, as a share of duration x fps (loose: the machine is shared and slow).
+MIN_FRAME_SHARE = 0.4
+# Counter steps: the largest jump allowed between consecutive decoded frames, and the
+# share of the counter span that may be missing (frames dropped by encoder or network).
+MAX_COUNTER_GAP = 10
+MAX_MISSING_SHARE = 0.10
+# Share of decoded frames whose barcode must read (a decoded frame is a clean frame).
+MIN_READ_SHARE = 0.9
+TONE_HZ = 1000.0
+TONE_TOLERANCE_HZ = 15.0
+
+
+def check_video(track, *, duration, fps=30, size="640x480", codec=None):
+    """Asserts a decoded video track looks like the test pattern, sent without gaps."""
+    assert track["frames"] >= MIN_FRAME_SHARE * duration * fps, track_brief(track)
+    assert set(track["sizes"]) == {size}, track["sizes"]
+    if codec:
+        assert track["codec"] == codec, (track["codec"], track["codecs"])
+    assert track["countersRead"] >= MIN_READ_SHARE * track["frames"], track_brief(track)
+    assert track["backwards"] == 0 and track["repeats"] == 0, track_brief(track)
+    assert track["maxGap"] <= MAX_COUNTER_GAP, track_brief(track)
+    span = track["lastCounter"] - track["firstCounter"]
+    assert span > 0, track_brief(track)
+    assert track["missing"] <= MAX_MISSING_SHARE * span, track_brief(track)
+
+
+def check_audio(track, *, duration):
+    """Asserts a decoded audio track is the 1 kHz test tone at 48 kHz."""
+    assert track["frames"] >= MIN_FRAME_SHARE * duration * 50, track_brief(track)
+    assert track["codec"] == "opus", track["codecs"]
+    assert track["sampleRate"] == 48000, track["sampleRate"]
+    assert track["dominantFrequency"] is not None, track_brief(track)
+    assert abs(track["dominantFrequency"] - TONE_HZ) <= TONE_TOLERANCE_HZ, track_brief(track)
+    assert track["rms"] > 0.01, track_brief(track)
+
+
+def track_brief(track):
+    t = dict(track)
+    if "counters" in t:
+        c = t["counters"]
+        t["counters"] = c[:10] + ["..."] + c[-10:] if len(c) > 20 else c
+    return json.dumps(t)
+
+
+def total_frames(summary, kind):
+    return sum(t["frames"] for s in summary["sessions"] for t in s[kind])
+
+
+# -- Janus ------------------------------------------------------------------------
+
+def free_port():
+    """A TCP port free on the host (for Janus when there is no namespace of its own)."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
+class JanusRoom:
+    """Janus (VideoRoom, HTTP API) and the WHIP bridge in front of it, in the test's network."""
+
+    ROOM = 1234
+
+    def __init__(self, net, workdir):
+        from janus_whip_bridge import write_config
+        self.net = net
+        self.workdir = workdir
+        self.http_port = 8088 if net.name else free_port()
+        conf = os.path.join(workdir, "janus")
+        write_config(conf, ice_address=net.addr, http_port=self.http_port, room=self.ROOM)
+        self.api = f"http://{net.addr}:{self.http_port}/janus"
+        self.janus = self._start_janus(conf)
+        self.bridge_summary_path = os.path.join(workdir, "bridge.json")
+        self.bridge = net.start([PY, os.path.join(HERE, "janus_whip_bridge.py"), "--janus", self.api,
+                                 "--room", str(self.ROOM), "--port", "0", "-v",
+                                 "--summary", self.bridge_summary_path], "janus-bridge", workdir)
+        self.bridge_port = int(read_line(self.bridge, 30))
+        self.url = f"http://{net.addr}:{self.bridge_port}/whip"
+
+    def _start_janus(self, conf):
+        proc = self.net.start(["janus", "-F", conf, "-o", "-d", "4", "-N",
+                               "-L", os.path.join(self.workdir, "janus-file.log")], "janus", self.workdir)
+        # Ready when its HTTP API answers "info".
+        probe = ("import json, sys, time, urllib.request\n"
+                 "for _ in range(100):\n"
+                 "    try:\n"
+                 "        r = urllib.request.urlopen(sys.argv[1] + '/info', timeout=2)\n"
+                 "        print(json.load(r)['janus']); sys.exit(0)\n"
+                 "    except Exception:\n"
+                 "        time.sleep(0.2)\n"
+                 "sys.exit(1)\n")
+        ready = self.net.run([PY, "-c", probe, self.api], timeout=60)
+        if ready.returncode != 0:
+            raise AssertionError(f"Janus did not come up (exit {proc.poll()}):\n" + self.log())
+        return proc
+
+    def subscribe(self, duration, wait=30):
+        """Starts the aiortc subscriber; returns (process, summary path). It waits for a publisher."""
+        path = os.path.join(self.workdir, f"subscriber-{next(_counter)}.json")
+        proc = self.net.start([PY, os.path.join(HERE, "janus_subscriber.py"), "--janus", self.api,
+                               "--room", str(self.ROOM), "--duration", str(duration), "--wait", str(wait),
+                               "--summary", path, "-v"], "janus-subscriber", self.workdir)
+        return proc, path
+
+    def stop_bridge(self):
+        self.net.stop(self.bridge)
+        with open(self.bridge_summary_path) as f:
+            return json.load(f)
+
+    def log(self):
+        path = os.path.join(self.workdir, "janus-file.log")
+        return open(path).read()[-4000:] if os.path.exists(path) else ""
+
+
+def subscriber_result(proc, path, timeout):
+    """Waits for the subscriber and returns its summary."""
+    proc.wait(timeout=timeout)
+    with open(path) as f:
+        return json.load(f)
+
+
+@pytest.fixture
+def janus_room(net, workdir):
+    if not shutil.which("janus"):
+        raise AssertionError("janus is not installed (scripts/install --test installs it)")
+    room = JanusRoom(net, workdir)
+    yield room
+    for proc in (room.bridge, room.janus):
+        net.stop(proc)

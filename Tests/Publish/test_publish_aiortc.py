@@ -1,0 +1,137 @@
+"""`camagent publish` against aiortc (whip_receiver.py), as a black box.
+
+Each test runs in its own network namespace (publish_support.py): the receiver
+listens on 10.77.0.1, camagent publishes the test pattern and a 1 kHz tone to
+it, and the receiver decodes every frame and reads the frame counter drawn
+into the pattern. The same checks are made of aiortc's own publisher in
+test_receiver_selfcheck.py, so a failure here is camagent's.
+"""
+from publish_support import (EXIT_CONNECTION, EXIT_OK, EXIT_REFUSED, EXIT_UNAUTHORIZED, EXIT_UNREACHABLE,
+                             EXIT_USAGE, BIN, camagent_publish, check_audio, check_video, describe,
+                             json_lines, states, total_frames)
+
+TOKEN = "camagent-test-token"
+DURATION = 5
+
+
+def events_of(proc, name):
+    return [e for e in json_lines(proc.stdout) if e.get("event") == name]
+
+
+def check_good_run(proc, summary, *, codec, receiver_log=""):
+    assert proc.returncode == EXIT_OK, describe(proc, receiver_log)
+    # What camagent says.
+    negotiated = events_of(proc, "negotiated")
+    assert negotiated, proc.stdout
+    assert negotiated[0]["codec"].upper() == codec, negotiated[0]
+    assert negotiated[0]["size"] == "640x480", negotiated[0]
+    assert negotiated[0]["audioCodec"].lower() == "opus", negotiated[0]
+    said = states(json_lines(proc.stdout))
+    assert "connected" in said and said[-1] == "closed", said
+    stats = events_of(proc, "stats")
+    assert stats, proc.stdout
+    final = events_of(proc, "summary")
+    assert final, proc.stdout
+    assert final[-1]["video"]["framesEncoded"] > 0 and final[-1]["video"]["packetsSent"] > 0, final[-1]
+    assert final[-1]["audio"]["packetsSent"] > 0, final[-1]
+    # What the receiver decoded.
+    assert len(summary["sessions"]) == 1, [s["id"] for s in summary["sessions"]]
+    session = summary["sessions"][0]
+    assert session["deleted"], "camagent did not DELETE its resource"
+    assert len(session["video"]) == 1 and len(session["audio"]) == 1, session
+    check_video(session["video"][0], duration=DURATION, codec=codec)
+    check_audio(session["audio"][0], duration=DURATION)
+    # camagent's count of what it sent cannot be below what arrived.
+    assert final[-1]["video"]["packetsSent"] >= session["video"][0]["rtpPackets"], (final[-1], session["video"][0])
+
+
+def test_vp8_and_opus(net, receiver_factory):
+    r = receiver_factory(token=TOKEN)
+    proc = camagent_publish(net, r.url, codec="vp8", token=TOKEN, duration=DURATION)
+    check_good_run(proc, r.stop(), codec="VP8", receiver_log=r.log())
+
+
+def test_h264_and_opus(net, receiver_factory):
+    r = receiver_factory(token=TOKEN)
+    proc = camagent_publish(net, r.url, codec="h264", token=TOKEN, duration=DURATION)
+    check_good_run(proc, r.stop(), codec="H264", receiver_log=r.log())
+
+
+def test_video_only(net, receiver_factory):
+    r = receiver_factory()
+    proc = camagent_publish(net, r.url, codec="vp8", audio="none", duration=3)
+    summary = r.stop()
+    assert proc.returncode == EXIT_OK, describe(proc, r.log())
+    session = summary["sessions"][0]
+    assert session["audio"] == [] and len(session["video"]) == 1, session
+    check_video(session["video"][0], duration=3, codec="VP8")
+
+
+def test_wrong_token_is_unauthorized(net, receiver_factory):
+    r = receiver_factory(token=TOKEN)
+    proc = camagent_publish(net, r.url, token="wrong-" + TOKEN, duration=3)
+    summary = r.stop()
+    assert proc.returncode == EXIT_UNAUTHORIZED, describe(proc)
+    assert proc.stderr.strip().startswith("camagent:"), proc.stderr
+    assert summary["unauthorized"] >= 1 and summary["sessions"] == []
+
+
+def test_not_found_is_refused(net, receiver_factory):
+    r = receiver_factory("--status", "404")
+    proc = camagent_publish(net, r.url, duration=3)
+    r.stop()
+    assert proc.returncode == EXIT_REFUSED, describe(proc)
+    assert proc.stderr.strip().startswith("camagent:"), proc.stderr
+
+
+def test_server_error_is_refused(net, receiver_factory):
+    r = receiver_factory("--status", "503")
+    proc = camagent_publish(net, r.url, duration=3)
+    r.stop()
+    assert proc.returncode == EXIT_REFUSED, describe(proc)
+
+
+def test_nothing_listening_is_unreachable(net):
+    # Port 9 on the namespace's own address: no listener, the connection is refused.
+    proc = camagent_publish(net, f"http://{net.addr}:9/whip", duration=3)
+    assert proc.returncode == EXIT_UNREACHABLE, describe(proc)
+    assert proc.stderr.strip().startswith("camagent:"), proc.stderr
+
+
+def test_wrong_fingerprint_is_refused(net, receiver_factory):
+    r = receiver_factory("--bad-fingerprint")
+    proc = camagent_publish(net, r.url, duration=5)
+    summary = r.stop()
+    assert proc.returncode == EXIT_CONNECTION, describe(proc, r.log())
+    assert "connected" not in states(json_lines(proc.stdout)), proc.stdout
+    assert total_frames(summary, "video") == 0 and total_frames(summary, "audio") == 0, summary["sessions"]
+
+
+def test_peer_vanishes_then_reconnect(net, receiver_factory):
+    # The receiver drops the first session silently 3 s after it connects; camagent must
+    # notice (no RTCP, or ICE consent expiring: at most 30 s by RFC 7675), say
+    # "reconnecting" and POST a new offer. It has the rest of --duration to do so, enough
+    # for a consent expiry and a few backoff steps: the later session must decode frames.
+    r = receiver_factory("--vanish-after", "3")
+    proc = camagent_publish(net, r.url, duration=45, timeout=150)
+    summary = r.stop()
+    said = states(json_lines(proc.stdout))
+    assert "reconnecting" in said, describe(proc, r.log())
+    assert said.index("connected") < said.index("reconnecting"), said
+    assert "connected" in said[said.index("reconnecting"):], said
+    assert proc.returncode == EXIT_OK, describe(proc)
+    sessions = summary["sessions"]
+    assert len(sessions) >= 2, [s["id"] for s in sessions]
+    assert sessions[0]["vanished"]
+    later = sessions[-1]
+    assert later["video"] and later["video"][0]["frames"] > 0, later
+    assert later["video"][0]["countersRead"] > 0 and later["video"][0]["backwards"] == 0, later["video"][0]
+    assert later["deleted"]
+
+
+def test_bad_usage(net):
+    proc = net.run([BIN, "publish", "--device", "test-pattern", "--codec", "vp8"], timeout=30)
+    assert proc.returncode == EXIT_USAGE, describe(proc)   # no --whip
+    proc = net.run([BIN, "publish", "--device", "test-pattern", "--whip", f"http://{net.addr}:9/whip",
+                    "--codec", "theora"], timeout=30)
+    assert proc.returncode == EXIT_USAGE, describe(proc)
