@@ -30,12 +30,13 @@ let viewerPageHTML = #"""
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>camagent</title>
+<link rel="icon" href="data:,">
 <style>
   :root { color-scheme: dark; }
   * { box-sizing: border-box; }
   body { margin: 0; background: #111; color: #ddd; font: 15px/1.4 system-ui, sans-serif; }
   main { max-width: 960px; margin: 0 auto; padding: 8px; }
-  video { display: block; width: 100%; aspect-ratio: 16 / 9; background: #000; object-fit: contain; }
+  video { display: block; width: 100%; max-height: 80vh; aspect-ratio: 16 / 9; background: #000; object-fit: contain; }
   .bar { display: flex; flex-wrap: wrap; align-items: center; gap: 8px 16px; margin: 8px 0; }
   button { font: inherit; padding: 6px 14px; border: 1px solid #555; border-radius: 4px; background: #2a2a2a; color: #eee; }
   #state { font-weight: 600; }
@@ -94,6 +95,11 @@ let viewerPageHTML = #"""
     video.muted = !video.muted;
     muteButton.textContent = video.muted ? "Unmute" : "Mute";
     if (!video.muted) video.play().catch(() => {});
+  });
+
+  // The box takes the stream's shape once its size is known.
+  video.addEventListener("resize", () => {
+    if (video.videoWidth) video.style.aspectRatio = video.videoWidth + " / " + video.videoHeight;
   });
 
   function gatheringComplete(connection, limitMs) {

@@ -274,6 +274,8 @@ struct ViewerServerResourceTests {
     }
 }
 
+enum ExpositionError: Error { case notANumber(String) }
+
 struct Exposition {
     var samples: [String: Double] = [:]
     var types: [String: String] = [:]
@@ -298,8 +300,8 @@ func parseExposition(_ text: String) throws -> Exposition {
             let name = fields[0]
             try #require(name.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_" || $0 == ":") })
             try #require(result.types[name] != nil, "TYPE before sample \(name)")
-            let value: Double? = Double(fields[1])
-            result.samples[name] = try #require(value, "number in \(line)")
+            guard let value = Double(fields[1]) else { throw ExpositionError.notANumber(String(line)) }
+            result.samples[name] = value
         }
     }
     return result
