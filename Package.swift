@@ -18,10 +18,14 @@ let package = Package(
         .library(name: "SecureTransport", targets: ["SecureTransport"]),
         .library(name: "WHIP", targets: ["WHIP"]),
         .library(name: "Publisher", targets: ["Publisher"]),
+        .library(name: "ViewerServer", targets: ["ViewerServer"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.0.0"),
+        // Hummingbird's own dependency, named for ViewerServer's graceful shutdown.
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.0.0"),
     ],
     targets: [
         // MARK: C shims (one per C library; only what Swift cannot import)
@@ -100,14 +104,14 @@ let package = Package(
         .target(name: "WireFormat"),
         // RTP and RTCP packets, payloaders (VP8, H.264, Opus) and depacketizers.
         .target(name: "RTP", dependencies: ["WireFormat"]),
-        // STUN messages for ICE (integrity, fingerprint); the ICE agent will live here.
+        // ICE (RFC 8445): STUN messages, UDP sockets, host interfaces and the sans-IO agent (full and lite).
         .target(
             name: "ICE",
             dependencies: ["WireFormat", "COpenSSL", .product(name: "Logging", package: "swift-log")]
         ),
         // SDP offers and answers for WHIP/WHEP: codecs, ICE candidates, fingerprints.
         .target(name: "SDP"),
-        // DTLS-SRTP: SRTP/SRTCP sessions (libsrtp2); the DTLS handshake comes next.
+        // DTLS-SRTP: the DTLS 1.2 handshake (OpenSSL) and SRTP/SRTCP sessions (libsrtp2).
         .target(name: "SecureTransport", dependencies: ["CSRTP", "COpenSSL"]),
         // Video and audio encoders for the publisher: VP8 (libvpx), H.264 (OpenH264), Opus (libopus).
         .target(name: "Encoders", dependencies: ["MediaTypes", "CVPX", "COpenH264", "COpus", "CYUV"]),
@@ -121,6 +125,15 @@ let package = Package(
             name: "Publisher",
             dependencies: [
                 "MediaTypes", "AudioDevices", "Encoders", "RTP", "ICE", "SDP", "SecureTransport", "WHIP",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // The embedded viewer's HTTP side: viewer page, WHEP endpoint, /stats, /metrics (Hummingbird).
+        .target(
+            name: "ViewerServer",
+            dependencies: [
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -156,6 +169,10 @@ let package = Package(
         .testTarget(
             name: "AudioDevicesTests",
             dependencies: ["AudioDevices", "MediaTypes", .product(name: "Logging", package: "swift-log")]
+        ),
+        .testTarget(
+            name: "ViewerServerTests",
+            dependencies: ["ViewerServer", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(name: "MediaFilesTests", dependencies: ["MediaFiles", "MediaTypes", "PixelConversion"]),
     ],

@@ -1,0 +1,27 @@
+/// GET /metrics in the Prometheus text exposition format, version 0.0.4:
+/// for each metric a `# HELP` and a `# TYPE` line, then `name value` samples.
+enum PrometheusText {
+    static let contentType = "text/plain; version=0.0.4; charset=utf-8"
+
+    static func render(_ m: ViewerMetrics) -> String {
+        var out = ""
+        func metric(_ name: String, _ type: String, _ help: String, _ value: String?) {
+            out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
+            if let value { out += "\(name) \(value)\n" }
+        }
+        metric("camagent_frames_encoded_total", "counter", "Video frames encoded since the agent started.", String(m.framesEncoded))
+        metric("camagent_frames_dropped_total", "counter", "Video frames dropped before or by the encoder since the agent started.", String(m.framesDropped))
+        metric("camagent_viewers", "gauge", "Viewers connected now.", String(m.viewers))
+        metric("camagent_video_bitrate_bits_per_second", "gauge", "Video bitrate being sent to each viewer.", number(m.videoBitrate))
+        metric("camagent_rtt_seconds", "gauge", "Round-trip time to the viewers from RTCP (absent while unknown).", m.roundTripTime.map(number))
+        return out
+    }
+
+    /// A float as Prometheus reads it (Go's ParseFloat plus `NaN`, `+Inf`, `-Inf`).
+    static func number(_ value: Double) -> String {
+        if value.isNaN { return "NaN" }
+        if value.isInfinite { return value > 0 ? "+Inf" : "-Inf" }
+        if value == value.rounded(), abs(value) < 1e15 { return String(Int64(value)) }
+        return String(value)
+    }
+}

@@ -1,0 +1,251 @@
+#!/usr/bin/env python3
+"""Headless Chromium (Debian's `chromium`) opening a viewer page, driven over DevTools.
+
+`--screenshot` and `--virtual-time-budget` do not wait for WebRTC, so this starts
+Chromium with `--remote-debugging-port=0`, reads the port from DevToolsActivePort,
+and talks the DevTools protocol over a websocket (PyPI `websockets`):
+Page.navigate to the URL, poll `#state` until it reads "connected", wait a few
+seconds, then read the playing <video>'s pixels (drawn into a canvas, luma
+computed in the page), take a screenshot (Page.captureScreenshot) and leave
+the page (about:blank), which makes the page DELETE its WHEP resource.
+
+    viewer_chromium.py URL --out DIR [--settle S] [--timeout S] [--frames N]
+
+prints one JSON object: the #state values seen in order, the final state, the
+page's window.viewerStats and #stats text, for each grabbed frame its size and
+the test-pattern counter read from it (Tests/Device/pattern.py; null when
+unreadable), and the paths of DIR/screenshot.png and DIR/frame-<i>.npy (luma,
+uint8, height x width). Run it in the same network (namespace) as the server:
+the DevTools port is on that namespace's loopback.
+
+Chromium without media permission gathers host candidates only on the
+interface of the default route: in a namespace without a default route its
+offer carries no candidate at all (a peer then sees it only as peer-reflexive
+from its checks). Give the namespace a default route to get a host candidate.
+
+Flags that matter for WebRTC here: `--disable-features=WebRtcHideLocalIpsWithMdns`
+(else Chromium's host candidates are `<uuid>.local` mDNS names that no peer here
+can resolve), `--autoplay-policy=no-user-gesture-required` (the page's <video>
+is muted autoplay anyway), `--no-sandbox` (root), `--disable-gpu`.
+"""
+import argparse
+import asyncio
+import base64
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+import numpy as np
+import websockets
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "Device"))
+from pattern import decode_counter  # noqa: E402
+
+CHROMIUM_FLAGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--no-default-browser-check",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--password-store=basic",
+    "--use-fake-ui-for-media-stream",
+    "--autoplay-policy=no-user-gesture-required",
+    "--disable-features=WebRtcHideLocalIpsWithMdns",
+    "--remote-allow-origins=*",
+    "--window-size=1000,900",
+]
+
+# The <video> drawn into a canvas; luma (BT.601) computed in the page to keep the
+# transfer small; base64 of width*height bytes.
+GRAB_JS = r"""
+(() => {
+  const v = document.getElementById("video");
+  if (!v || !v.videoWidth) return null;
+  const c = document.createElement("canvas");
+  c.width = v.videoWidth; c.height = v.videoHeight;
+  const g = c.getContext("2d", { willReadFrequently: true });
+  g.drawImage(v, 0, 0);
+  const d = g.getImageData(0, 0, c.width, c.height).data;
+  const y = new Uint8Array(c.width * c.height);
+  for (let i = 0, j = 0; i < y.length; i++, j += 4) {
+    y[i] = Math.round(0.299 * d[j] + 0.587 * d[j + 1] + 0.114 * d[j + 2]);
+  }
+  let s = "";
+  for (let i = 0; i < y.length; i += 0x8000) s += String.fromCharCode.apply(null, y.subarray(i, i + 0x8000));
+  return { width: c.width, height: c.height, currentTime: v.currentTime, luma: btoa(s) };
+})()
+"""
+
+
+class Chromium:
+    """One headless Chromium with its own profile directory; a context manager."""
+
+    def __init__(self, binary=None, extra_flags=()):
+        self.binary = binary or shutil.which("chromium") or shutil.which("chromium-browser")
+        if not self.binary:
+            raise RuntimeError("chromium not found (Debian package `chromium`)")
+        self.profile = tempfile.mkdtemp(prefix="camagent-chromium-")
+        self.log_path = os.path.join(self.profile, "chromium.log")
+        self.extra_flags = list(extra_flags)
+        self.proc = None
+        self.port = None
+
+    def __enter__(self):
+        log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(
+            [self.binary, *CHROMIUM_FLAGS, *self.extra_flags, f"--user-data-dir={self.profile}",
+             "--remote-debugging-port=0", "about:blank"],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        active = os.path.join(self.profile, "DevToolsActivePort")
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"chromium exited {self.proc.returncode}:\n{self.log()}")
+            if os.path.exists(active):
+                lines = open(active).read().split()
+                if lines:
+                    self.port = int(lines[0])
+                    return self
+            time.sleep(0.1)
+        raise RuntimeError(f"chromium gave no DevTools port in 30 s:\n{self.log()}")
+
+    def __exit__(self, *exc):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        shutil.rmtree(self.profile, ignore_errors=True)
+
+    def log(self):
+        try:
+            return open(self.log_path).read()[-4000:]
+        except OSError:
+            return ""
+
+    def page_websocket_url(self):
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/json/list", timeout=10) as r:
+            targets = json.load(r)
+        for target in targets:
+            if target.get("type") == "page":
+                return target["webSocketDebuggerUrl"]
+        raise RuntimeError(f"no page target: {targets}")
+
+
+class DevTools:
+    """A minimal DevTools protocol client on one page target: commands by id, events logged."""
+
+    def __init__(self, ws):
+        self.ws = ws
+        self.next_id = 0
+        self.console = []
+
+    async def call(self, method, params=None, timeout=30):
+        self.next_id += 1
+        mid = self.next_id
+        await self.ws.send(json.dumps({"id": mid, "method": method, "params": params or {}}))
+        deadline = time.time() + timeout
+        while True:
+            raw = await asyncio.wait_for(self.ws.recv(), max(0.1, deadline - time.time()))
+            message = json.loads(raw)
+            if message.get("id") == mid:
+                if "error" in message:
+                    raise RuntimeError(f"{method}: {message['error']}")
+                return message.get("result", {})
+            self._event(message)
+
+    def _event(self, message):
+        method = message.get("method")
+        if method == "Runtime.consoleAPICalled":
+            args = message["params"].get("args", [])
+            self.console.append(" ".join(str(a.get("value", a.get("description", ""))) for a in args))
+        elif method == "Runtime.exceptionThrown":
+            self.console.append("exception: " + json.dumps(message["params"]["exceptionDetails"])[:500])
+
+    async def evaluate(self, expression, timeout=30):
+        result = await self.call("Runtime.evaluate", {
+            "expression": expression, "returnByValue": True, "awaitPromise": True}, timeout)
+        if "exceptionDetails" in result:
+            raise RuntimeError(f"page script failed: {result['exceptionDetails']}")
+        return result["result"].get("value")
+
+
+async def view(url, out, *, connect_timeout=30.0, settle=3.0, frames=2, chromium=None):
+    """Opens URL in headless Chromium and reports what the viewer page shows (see module doc)."""
+    os.makedirs(out, exist_ok=True)
+    report = {"url": url, "states": [], "frames": []}
+    with (chromium or Chromium()) as browser:
+        async with websockets.connect(browser.page_websocket_url(), max_size=64 * 1024 * 1024) as ws:
+            dt = DevTools(ws)
+            await dt.call("Runtime.enable")
+            await dt.call("Page.enable")
+            await dt.call("Page.navigate", {"url": url})
+            deadline = time.time() + connect_timeout
+            state = None
+            while time.time() < deadline:
+                state = await dt.evaluate(
+                    "(() => { const e = document.getElementById('state'); return e ? e.textContent : null; })()")
+                if state is not None and (not report["states"] or report["states"][-1] != state):
+                    report["states"].append(state)
+                if state in ("connected", "failed"):
+                    break
+                await asyncio.sleep(0.2)
+            if state == "connected":
+                await asyncio.sleep(settle)
+                for index in range(frames):
+                    if index:
+                        await asyncio.sleep(1.0)
+                    grab = await dt.evaluate(GRAB_JS)
+                    if grab is None:
+                        report["frames"].append(None)
+                        continue
+                    w, h = grab["width"], grab["height"]
+                    luma = np.frombuffer(base64.b64decode(grab["luma"]), dtype=np.uint8).reshape(h, w)
+                    path = os.path.join(out, f"frame-{index}.npy")
+                    np.save(path, luma)
+                    report["frames"].append({"width": w, "height": h, "currentTime": grab["currentTime"],
+                                             "counter": decode_counter(luma), "luma": path})
+            report["finalState"] = await dt.evaluate("document.getElementById('state').textContent")
+            report["stats"] = await dt.evaluate("window.viewerStats || null")
+            report["statsText"] = await dt.evaluate(
+                "(() => { const e = document.getElementById('stats'); return e ? e.innerText : null; })()")
+            report["message"] = await dt.evaluate(
+                "(() => { const e = document.getElementById('message'); return e ? e.textContent : null; })()")
+            shot = await dt.call("Page.captureScreenshot", {"format": "png"})
+            report["screenshot"] = os.path.join(out, "screenshot.png")
+            with open(report["screenshot"], "wb") as f:
+                f.write(base64.b64decode(shot["data"]))
+            # Leaving the page fires its pagehide handler: the WHEP resource is DELETEd.
+            await dt.call("Page.navigate", {"url": "about:blank"})
+            await asyncio.sleep(1.0)
+            report["console"] = dt.console
+        report["chromiumLog"] = browser.log()[-1500:]
+    return report
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("url")
+    parser.add_argument("--out", required=True, help="directory for screenshot.png and frame-<i>.npy")
+    parser.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for 'connected'")
+    parser.add_argument("--settle", type=float, default=3.0, help="seconds to play before grabbing frames")
+    parser.add_argument("--frames", type=int, default=2, help="frames to grab, one second apart")
+    args = parser.parse_args(argv)
+    report = asyncio.run(view(args.url, args.out, connect_timeout=args.timeout, settle=args.settle,
+                              frames=args.frames))
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()
