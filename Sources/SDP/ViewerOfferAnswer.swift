@@ -1,0 +1,148 @@
+/// The answering side of WHEP: a viewer (browser, aiortc) offers to receive,
+/// the agent answers as an ICE-lite, send-only peer. Unlike the publisher's
+/// offer, the sections, their mids and order, and the payload types are the
+/// viewer's: the answer mirrors them.
+public struct ViewerOffer: Hashable, Sendable {
+    public struct Section: Hashable, Sendable {
+        public var kind: String
+        public var mid: String?
+        public var codecs: [CodecDescription]
+        /// The viewer's direction (recvonly or sendrecv means it wants media).
+        public var direction: String
+        public var formats: [String]
+        public var proto: String
+        public var wantsMedia: Bool { direction == "recvonly" || direction == "sendrecv" }
+    }
+
+    public var iceUfrag: String
+    public var icePwd: String
+    public var fingerprintAlgorithm: String
+    public var fingerprint: String
+    /// The viewer's a=setup: actpass (usual), active or passive.
+    public var setup: String
+    public var candidates: [ICECandidate]
+    public var sections: [Section]
+
+    /// Reads a viewer's offer; what a WHEP answer cannot do without is an error.
+    public init(_ offer: SessionDescription) throws(SDPError) {
+        guard let first = offer.media.first else { throw .missing("media section") }
+        guard let ufrag = offer.value("ice-ufrag", in: first), let pwd = offer.value("ice-pwd", in: first),
+              !ufrag.isEmpty, !pwd.isEmpty else {
+            throw .missing("ICE credentials (a=ice-ufrag, a=ice-pwd)")
+        }
+        guard let fp = offer.value("fingerprint", in: first) else { throw .missing("DTLS fingerprint (a=fingerprint)") }
+        let parts = fp.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2 else { throw .missing("DTLS fingerprint value") }
+        iceUfrag = ufrag
+        icePwd = pwd
+        fingerprintAlgorithm = parts[0].lowercased()
+        fingerprint = parts[1].uppercased()
+        setup = offer.value("setup", in: first) ?? "actpass"
+        candidates = offer.media.flatMap { $0.values("candidate") }.compactMap(ICECandidate.init(parsing:))
+            + offer.attributes.filter { $0.name == "candidate" }.compactMap { $0.value.flatMap(ICECandidate.init(parsing:)) }
+        sections = offer.media.map { m in
+            Section(kind: m.kind, mid: m.value("mid"), codecs: m.codecs, direction: m.direction,
+                    formats: m.formats, proto: m.proto)
+        }
+        guard sections.contains(where: { $0.kind == "audio" || $0.kind == "video" }) else {
+            throw .missing("audio or video section")
+        }
+    }
+
+    /// The first section of `kind` that wants media, with the codec of the
+    /// viewer's (in its payload type) that matches `ours`.
+    public func accepting(_ kind: String, codec ours: CodecDescription) -> (index: Int, codec: CodecDescription)? {
+        for (index, s) in sections.enumerated() where s.kind == kind && s.wantsMedia {
+            guard let theirs = s.codecs.first(where: { ours.matches($0) }) else { return nil }
+            var codec = ours
+            codec.payloadType = theirs.payloadType
+            codec.feedback = ours.feedback.filter { theirs.feedback.contains($0) }
+            if kind == "video", ours.name.lowercased() == "h264" { codec.parameters = theirs.parameters ?? ours.parameters }
+            return (index, codec)
+        }
+        return nil
+    }
+}
+
+/// What the agent puts in its answer to a viewer.
+public struct ViewerAnswer: Sendable {
+    public struct Track: Sendable {
+        public var sectionIndex: Int
+        public var codec: CodecDescription
+        public var ssrc: UInt32
+        public init(sectionIndex: Int, codec: CodecDescription, ssrc: UInt32) {
+            self.sectionIndex = sectionIndex
+            self.codec = codec
+            self.ssrc = ssrc
+        }
+    }
+
+    public var iceUfrag: String
+    public var icePwd: String
+    public var fingerprint: String
+    /// active or passive: the opposite of what the viewer takes.
+    public var setup: String
+    public var candidates: [ICECandidate]
+    public var tracks: [Track]
+    public var cname: String
+    public var streamID: String
+
+    public init(iceUfrag: String, icePwd: String, fingerprint: String, setup: String, candidates: [ICECandidate],
+                tracks: [Track], cname: String, streamID: String = "camagent") {
+        self.iceUfrag = iceUfrag
+        self.icePwd = icePwd
+        self.fingerprint = fingerprint
+        self.setup = setup
+        self.candidates = candidates
+        self.tracks = tracks
+        self.cname = cname
+        self.streamID = streamID
+    }
+
+    /// Our DTLS role for the viewer's a=setup: a viewer that will be the
+    /// client (actpass, active) gets "passive", which makes us the server.
+    public static func setup(answering theirs: String) -> String { theirs == "passive" ? "active" : "passive" }
+
+    /// The answer: every offered section in order, those we send on with
+    /// sendonly and one codec, the others rejected (port 0); ICE-lite, one
+    /// BUNDLE transport, rtcp-mux, all candidates.
+    public func sessionDescription(answering offer: ViewerOffer, sessionID: UInt64) -> SessionDescription {
+        let accepted = tracks.compactMap { offer.sections[$0.sectionIndex].mid }
+        var session = SessionDescription(sessionID: sessionID, sessionName: "camagent", attributes: [
+            SDPAttribute("ice-lite"),
+            SDPAttribute("group", "BUNDLE " + accepted.joined(separator: " ")),
+            SDPAttribute("msid-semantic", " WMS \(streamID)"),
+        ])
+        for (index, section) in offer.sections.enumerated() {
+            guard let track = tracks.first(where: { $0.sectionIndex == index }) else {
+                var rejected = MediaDescription(kind: section.kind, port: 0, proto: section.proto,
+                                                formats: section.formats.isEmpty ? ["0"] : section.formats,
+                                                attributes: [])
+                rejected.connection = "IN IP4 0.0.0.0"
+                if let mid = section.mid { rejected.attributes.append(SDPAttribute("mid", mid)) }
+                rejected.attributes.append(SDPAttribute("inactive"))
+                session.media.append(rejected)
+                continue
+            }
+            var m = MediaDescription(kind: section.kind, formats: [], attributes: [])
+            m.connection = "IN IP4 0.0.0.0"
+            m.attributes += [
+                SDPAttribute("rtcp", "9 IN IP4 0.0.0.0"),
+                SDPAttribute("ice-ufrag", iceUfrag), SDPAttribute("ice-pwd", icePwd),
+                SDPAttribute("fingerprint", "sha-256 \(fingerprint)"), SDPAttribute("setup", setup),
+            ]
+            if let mid = section.mid { m.attributes.append(SDPAttribute("mid", mid)) }
+            m.attributes += [
+                SDPAttribute("sendonly"),
+                SDPAttribute("msid", "\(streamID) \(streamID)-\(section.kind)"), SDPAttribute("rtcp-mux"),
+            ]
+            m.add(track.codec)
+            m.attributes.append(SDPAttribute("ssrc", "\(track.ssrc) cname:\(cname)"))
+            m.attributes.append(SDPAttribute("ssrc", "\(track.ssrc) msid:\(streamID) \(streamID)-\(section.kind)"))
+            for c in candidates { m.attributes.append(SDPAttribute("candidate", c.attributeValue)) }
+            m.attributes.append(SDPAttribute("end-of-candidates"))
+            session.media.append(m)
+        }
+        return session
+    }
+}
