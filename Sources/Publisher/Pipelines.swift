@@ -5,45 +5,50 @@ import MediaTypes
 import RTP
 import Synchronization
 
-/// Encodes captured video and hands it to the RTP sender, on the capture
-/// thread (a capturer delivers its newest frame, so a slow encoder skips
-/// frames instead of queueing them). The encoder is made on the first frame,
-/// at the size the camera really delivers, for the codec the answer chose.
+/// Encodes captured video once for every connection, on the capture thread
+/// (a capturer delivers its newest frame, so a slow encoder skips frames
+/// instead of queueing them), and only while someone receives video. The
+/// encoder is made on the first frame, at the size the camera really
+/// delivers, for the codec in use.
 final class VideoPipeline: VideoCaptureConsumer, @unchecked Sendable {   // encoder state: capture thread only
-    private let media: MediaSenders
-    private let stream: Int
+    private let hub: MediaHub
     private let logger: Logger
     private let onError: @Sendable (PublisherError) -> Void
-    /// What the transport and the answer set; read on every frame.
-    private let control = Mutex<(sending: Bool, codec: VideoCodec, framesPerSecond: Double)>((false, .vp8, 30))
+    /// What the answer sets; read on every frame.
+    private let control = Mutex<(codec: VideoCodec, framesPerSecond: Double)>((.vp8, 30))
+    private let counters = Mutex<(encoded: UInt64, skipped: UInt64)>((0, 0))
 
     private var vp8: VP8Encoder?
     private var h264: H264Encoder?
     private var vp8Payloader = VP8Payloader(firstPictureID: .random(in: 0...0x7fff))
     private var h264Payloader = H264Payloader()
+    private var batch = PayloadBatch()
     private var failed = false
 
-    init(media: MediaSenders, stream: Int, framesPerSecond: Double, logger: Logger,
+    init(hub: MediaHub, codec: VideoCodec, framesPerSecond: Double, logger: Logger,
          onError: @escaping @Sendable (PublisherError) -> Void) {
-        self.media = media
-        self.stream = stream
+        self.hub = hub
         self.logger = logger
         self.onError = onError
-        control.withLock { $0.framesPerSecond = framesPerSecond }
+        control.withLock { $0 = (codec, framesPerSecond) }
     }
 
     func configure(codec: VideoCodec) { control.withLock { $0.codec = codec } }
-    func setSending(_ on: Bool) { control.withLock { $0.sending = on } }
+    var codec: VideoCodec { control.withLock { $0.codec } }
+    /// Frames encoded, and frames captured while nobody received video.
+    var frameCounts: (encoded: UInt64, skipped: UInt64) { counters.withLock { $0 } }
 
     func consume(_ frame: VideoFrame) {
-        let (sending, codec, fps) = control.withLock { ($0.sending, $0.codec, $0.framesPerSecond) }
-        guard sending, !failed else { return }
-        let (keyframe, target) = media.state.withLock { s in
-            defer { s.keyframeRequested = false }
-            return (s.keyframeRequested, s.bitrate.target)
+        guard !failed else { return }
+        guard hub.wants(.video) else {
+            counters.withLock { $0.skipped += 1 }
+            return
         }
+        let (codec, fps) = control.withLock { ($0.codec, $0.framesPerSecond) }
+        let keyframe = hub.takeKeyframeRequest(now: .now())
+        let target = hub.videoBitrateTarget()
         let size = FrameSize(width: frame.width, height: frame.height)
-        let timestamp = media.rtpTimestamp(stream: stream, at: frame.timestamp)
+        let timestamp = hub.rtpTimestamp(.video, at: frame.timestamp)
         do throws(CodecError) {
             switch codec {
             case .vp8:
@@ -54,8 +59,8 @@ final class VideoPipeline: VideoCaptureConsumer, @unchecked Sendable {   // enco
                 guard let encoder = vp8 else { return }
                 if abs(encoder.bitrateKbps - target / 1000) * 20 > encoder.bitrateKbps { try encoder.setBitrate(kbps: target / 1000) }
                 try encoder.encode(frame, forceKeyframe: keyframe) { encoded in
-                    media.send(encoded.bytes, stream: stream, rtpTimestamp: timestamp, isKeyframe: encoded.isKeyframe,
-                               payloader: &vp8Payloader)
+                    batch.fill(encoded.bytes, payloader: &vp8Payloader, maxPayloadSize: MediaSenders.maxPayloadSize)
+                    hub.send(batch, kind: .video, rtpTimestamp: timestamp, isKeyframe: encoded.isKeyframe)
                 }
             case .h264:
                 if h264?.size != size {
@@ -65,10 +70,11 @@ final class VideoPipeline: VideoCaptureConsumer, @unchecked Sendable {   // enco
                 guard let encoder = h264 else { return }
                 if abs(encoder.bitrateKbps - target / 1000) * 20 > encoder.bitrateKbps { try encoder.setBitrate(kbps: target / 1000) }
                 try encoder.encode(frame, forceKeyframe: keyframe) { encoded in
-                    media.send(encoded.bytes, stream: stream, rtpTimestamp: timestamp, isKeyframe: encoded.isKeyframe,
-                               payloader: &h264Payloader)
+                    batch.fill(encoded.bytes, payloader: &h264Payloader, maxPayloadSize: MediaSenders.maxPayloadSize)
+                    hub.send(batch, kind: .video, rtpTimestamp: timestamp, isKeyframe: encoded.isKeyframe)
                 }
             }
+            counters.withLock { $0.encoded += 1 }
         } catch {
             failed = true
             onError(.encoder(error))
@@ -83,28 +89,28 @@ final class VideoPipeline: VideoCaptureConsumer, @unchecked Sendable {   // enco
     }
 }
 
-/// Encodes captured audio into 20 ms Opus packets on the audio thread. RTP
+/// Encodes captured audio into 20 ms Opus packets on the audio thread, once
+/// for every connection and only while someone receives audio. RTP
 /// time counts samples from the first packet's capture time, so packets are
 /// exactly 960 ticks apart; it is re-anchored to the capture clock only when
 /// the two drift apart by more than a packet (an overrun lost samples).
 final class AudioPipeline: AudioCaptureConsumer, @unchecked Sendable {   // encoder state: audio thread only
-    private let media: MediaSenders
-    private let stream: Int
+    private let hub: MediaHub
     private let encoder: OpusEncoder
     private let logger: Logger
     private let onError: @Sendable (PublisherError) -> Void
-    private let sending = Mutex(false)
+    private let failed = Mutex(false)
     private var payloader = OpusPayloader()
+    private var batch = PayloadBatch()
     private let frame: UnsafeMutableBufferPointer<Int16>
     private var filled = 0
     private var frameStart = MonotonicTimestamp.zero
     private var nextTimestamp: UInt32?
     private(set) var framesEncoded: UInt64 = 0
 
-    init(media: MediaSenders, stream: Int, format: AudioFormat, bitrate: Int, logger: Logger,
+    init(hub: MediaHub, format: AudioFormat, bitrate: Int, logger: Logger,
          onError: @escaping @Sendable (PublisherError) -> Void) throws(CodecError) {
-        self.media = media
-        self.stream = stream
+        self.hub = hub
         self.logger = logger
         self.onError = onError
         encoder = try OpusEncoder(channels: format.channels, bitrate: bitrate)
@@ -114,10 +120,8 @@ final class AudioPipeline: AudioCaptureConsumer, @unchecked Sendable {   // enco
 
     deinit { frame.deallocate() }
 
-    func setSending(_ on: Bool) { sending.withLock { $0 = on } }
-
     func consume(_ chunk: AudioChunk) {
-        guard sending.withLock({ $0 }) else {
+        guard !failed.withLock({ $0 }), hub.wants(.audio) else {
             filled = 0
             nextTimestamp = nil
             return
@@ -136,18 +140,19 @@ final class AudioPipeline: AudioCaptureConsumer, @unchecked Sendable {   // enco
 
     private func encodeFrame() {
         filled = 0
-        let fromClock = media.rtpTimestamp(stream: stream, at: frameStart)
+        let fromClock = hub.rtpTimestamp(.audio, at: frameStart)
         var timestamp = nextTimestamp ?? fromClock
         let drift = Int32(bitPattern: fromClock &- timestamp)
         if abs(drift) > Int32(encoder.frameSamples) { timestamp = fromClock }
         nextTimestamp = timestamp &+ UInt32(encoder.frameSamples)
         do {
             try encoder.encode(UnsafeBufferPointer(frame)) { packet in
-                media.send(packet, stream: stream, rtpTimestamp: timestamp, isKeyframe: false, payloader: &payloader)
+                batch.fill(packet, payloader: &payloader, maxPayloadSize: MediaSenders.maxPayloadSize)
+                hub.send(batch, kind: .audio, rtpTimestamp: timestamp, isKeyframe: false)
             }
             framesEncoded += 1
         } catch {
-            sending.withLock { $0 = false }
+            failed.withLock { $0 = true }
             onError(.encoder(error))
         }
     }

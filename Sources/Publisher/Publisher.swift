@@ -8,22 +8,25 @@ import SecureTransport
 import Synchronization
 
 /// A WebRTC publisher in the shape of OpenTok's Publisher: a video capture
-/// and an audio device plugged in, one stream sent to whatever answers the
-/// signaling (a WHIP server). `publish()` returns once media flows, or throws
-/// what stopped it; after that, a dropped session is reconnected with
-/// backoff until `unpublish()`. Events arrive through `onEvent`.
+/// and an audio device plugged in, encoded once and sent to a WHIP server
+/// (when signaling is given), to every viewer of the embedded server
+/// (`addViewer`), or both. With a WHIP server `publish()` returns once media
+/// flows, or throws what stopped it; after that, a dropped session is
+/// reconnected with backoff until `unpublish()`. Without one it returns as
+/// soon as capture runs. Events arrive through `onEvent`.
 public final class Publisher: @unchecked Sendable {   // mutable state behind `control`
     public let settings: PublisherSettings
     private let video: (any VideoCapture)?
     private let audio: (any AudioDevice)?
-    private let signaling: any PublisherSignaling
+    private let signaling: (any PublisherSignaling)?
     private let logger: Logger
     private let onEvent: @Sendable (PublisherEvent) -> Void
 
     private let certificate: DTLSCertificate
-    private let media: MediaSenders
-    private let videoStream: Int?
-    private let audioStream: Int?
+    private let hub: MediaHub
+    /// The WHIP session's send side (nil without a WHIP server).
+    private let whipMedia: MediaSenders?
+    private let viewers: ViewerSessions
     private var videoPipeline: VideoPipeline?
     private var audioPipeline: AudioPipeline?
     private let wake = WakeEvent()
@@ -37,12 +40,12 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
         var pipelineFailure: PublisherError?
         var codec = "none"
         var connections = 0
-        var lastStats: (time: MonotonicTimestamp, video: (UInt64, UInt64), audio: (UInt64, UInt64))?
+        var lastStats: (time: MonotonicTimestamp, video: (UInt64, UInt64), audio: (UInt64, UInt64), encoded: UInt64)?
     }
     private let control = Mutex(Control())
 
     public init(settings: PublisherSettings, videoCapture: (any VideoCapture)?, audioDevice: (any AudioDevice)?,
-                signaling: any PublisherSignaling, logger: Logger,
+                signaling: (any PublisherSignaling)?, logger: Logger,
                 onEvent: @escaping @Sendable (PublisherEvent) -> Void = { _ in }) throws(PublisherError) {
         self.settings = settings
         video = settings.videoTrack ? videoCapture : nil
@@ -52,19 +55,18 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
         self.onEvent = onEvent
         guard video != nil || audio != nil else { throw .nothingToPublish }
         do { certificate = try DTLSCertificate() } catch { throw .connection(.dtls(error)) }
-        var streams: [RTPStreamSender] = []
-        if audio != nil {
-            streams.append(RTPStreamSender(kind: .audio, ssrc: .random(in: 1...UInt32.max), payloadType: 111,
-                                           clockRate: 48_000, historySize: 256))
+        hub = MediaHub(videoBitrateCeiling: settings.videoBitrate)
+        if signaling != nil {
+            var streams: [(kind: MediaKind, payloadType: UInt8)] = []
+            if audio != nil { streams.append((.audio, 111)) }
+            if video != nil { streams.append((.video, 96)) }
+            let media = hub.makeSenders(streams)
+            hub.attach(media)
+            whipMedia = media
+        } else {
+            whipMedia = nil
         }
-        if video != nil {
-            streams.append(RTPStreamSender(kind: .video, ssrc: .random(in: 1...UInt32.max), payloadType: 96,
-                                           clockRate: 90_000, historySize: 1024))
-        }
-        audioStream = audio != nil ? 0 : nil
-        videoStream = video != nil ? streams.count - 1 : nil
-        media = MediaSenders(state: MediaSendState(streams: streams, videoBitrate: settings.videoBitrate),
-                             origin: MonotonicTimestamp.now())
+        viewers = ViewerSessions(hub: hub, certificate: certificate, settings: settings, logger: logger, onEvent: onEvent)
     }
 
     public var state: PublisherState { control.withLock { $0.state } }
@@ -73,9 +75,10 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
     /// media (or throws why it could not).
     public func publish() throws(PublisherError) {
         let report: @Sendable (PublisherError) -> Void = { [weak self] error in self?.pipelineFailed(error) }
-        if let video, let videoStream {
+        if let video {
             let fps = video.captureSettings?.grantedFramesPerSecond ?? 30
-            let pipeline = VideoPipeline(media: media, stream: videoStream, framesPerSecond: fps, logger: logger, onError: report)
+            let pipeline = VideoPipeline(hub: hub, codec: settings.codecPreference.first ?? .vp8, framesPerSecond: fps,
+                                         logger: logger, onError: report)
             videoPipeline = pipeline
             video.setConsumer(pipeline)
             do {
@@ -83,7 +86,7 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
                 try video.start()
             } catch { throw .video(error) }
         }
-        if let audio, let audioStream {
+        if let audio {
             do throws(PublisherError) {
                 do { try audio.initializeCapture() } catch { throw .audio(error) }
                 guard let settings = audio.captureSettings else { throw .audio(.noSoundCard) }
@@ -93,7 +96,7 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
                 }
                 let pipeline: AudioPipeline
                 do {
-                    pipeline = try AudioPipeline(media: media, stream: audioStream, format: settings.format,
+                    pipeline = try AudioPipeline(hub: hub, format: settings.format,
                                                  bitrate: self.settings.audioBitrate, logger: logger, onError: report)
                 } catch { throw .encoder(error) }
                 audioPipeline = pipeline
@@ -103,6 +106,11 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
                 stopCapture()
                 throw error
             }
+        }
+        guard signaling != nil else {
+            // Only the embedded server: capture runs, viewers come and go.
+            setState(.serving)
+            return
         }
         let thread = DeviceThread(name: "camagent-publish") { [self] in runControl() }
         control.withLock { $0.thread = thread }
@@ -128,13 +136,28 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
         }
         wake.signal()
         if let thread, !thread.isCurrent { thread.join() }
+        viewers.removeAll()
         stopCapture()
         setState(.closed)
     }
 
+    // MARK: Viewers (the embedded server's WHEP side)
+
+    /// Answers a viewer's WHEP offer: its id (for DELETE) and the SDP answer.
+    /// The viewer's connection comes up on its own; `viewerJoined` says when.
+    public func addViewer(offer: String) throws(ViewerError) -> (id: String, answer: String) {
+        guard [.serving, .connecting, .connected, .reconnecting].contains(state) else { throw .notPublishing }
+        return try viewers.add(offer: offer, offerable: .init(audio: audioPipeline != nil,
+                                                              video: videoPipeline?.codec))
+    }
+
+    /// Ends a viewer; false when there is no such viewer.
+    public func removeViewer(id: String) -> Bool { viewers.remove(id: id) }
+
+    /// Viewers whose connection is up.
+    public var viewerCount: Int { viewers.connectedCount }
+
     private func stopCapture() {
-        videoPipeline?.setSending(false)
-        audioPipeline?.setSending(false)
         video?.stop()
         video?.setConsumer(nil)
         audio?.stopCapture()
@@ -204,6 +227,7 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
     }
 
     private func connectAndServe() -> SessionOutcome {
+        guard let signaling, let media = whipMedia else { return .stopped }
         let transport: PeerTransport
         do {
             transport = try PeerTransport(certificate: certificate, media: media,
@@ -214,7 +238,7 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
             return .failed(.connection(error))
         }
         let (audioSSRC, videoSSRC) = media.state.withLock { s in
-            (audioStream.map { s.streams[$0].ssrc } ?? 0, videoStream.map { s.streams[$0].ssrc } ?? 0)
+            (s.streamIndex(kind: .audio).map { s.streams[$0].ssrc } ?? 0, s.streamIndex(kind: .video).map { s.streams[$0].ssrc } ?? 0)
         }
         let offer = PublisherOffer(
             iceUfrag: transport.iceUfrag, icePwd: transport.icePassword, fingerprint: certificate.fingerprint,
@@ -244,8 +268,8 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
         // The answer's payload types and codec.
         var codecName = [String]()
         media.state.withLock { s in
-            if let a = audioStream, let codec = answer.audio { s.streams[a].payloadType = UInt8(codec.payloadType) }
-            if let v = videoStream, let codec = answer.video { s.streams[v].payloadType = UInt8(codec.payloadType) }
+            if let a = s.streamIndex(kind: .audio), let codec = answer.audio { s.streams[a].payloadType = UInt8(codec.payloadType) }
+            if let v = s.streamIndex(kind: .video), let codec = answer.video { s.streams[v].payloadType = UInt8(codec.payloadType) }
             s.keyframeRequested = true
         }
         if let codec = answer.video {
@@ -263,8 +287,7 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
             }))
         control.withLock { $0.transport = transport }
         defer {
-            videoPipeline?.setSending(false)
-            audioPipeline?.setSending(false)
+            media.setSending([])
             transport.stop()
             control.withLock { $0.transport = nil }
             signaling.unpublish()
@@ -281,8 +304,10 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
                     c.firstOutcome = c.firstOutcome ?? .success(())
                 }
                 wake.signal()
-                videoPipeline?.setSending(answer.video != nil)
-                audioPipeline?.setSending(answer.audio != nil)
+                var kinds: Set<MediaKind> = []
+                if answer.video != nil { kinds.insert(.video) }
+                if answer.audio != nil { kinds.insert(.audio) }
+                media.setSending(kinds)
                 setState(.connected)
                 onEvent(.streamCreated(resource: exchanged.resource, codec: codecName.joined(separator: "+"),
                                        selectedPair: transport.selectedPair))
@@ -303,32 +328,37 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
     /// Network stats; bitrates are over the time since the previous call.
     public func stats() -> PublisherStats {
         let now = MonotonicTimestamp.now()
-        let (snapshot, pacerDropped, target) = media.state.withLock { s in (s, s.pacer.dropped, s.bitrate.target) }
+        let viewerStats = viewers.stats(now: now)
+        let frames: (encoded: UInt64, skipped: UInt64) = videoPipeline?.frameCounts ?? (0, 0)
+        var dropped: UInt64 = 0
+        if let s = video?.statistics {
+            dropped = s.framesDroppedByDriver + s.framesCorrupt + s.framesTooShort
+            dropped += s.framesBadJPEG + s.framesSkippedForNewer + s.framesDroppedConsumerBusy
+        }
         return control.withLock { c in
-            let elapsed = c.lastStats.map { (now - $0.time).secondsDouble } ?? (now - media.origin).secondsDouble
-            func stats(_ index: Int?, previous: (UInt64, UInt64)?) -> StreamStats? {
-                guard let index else { return nil }
-                let stream = snapshot.streams[index]
-                let r = snapshot.reception[index], f = snapshot.feedback[index]
-                let (prevBytes, prevFrames) = previous ?? (0, 0)
-                let rate = elapsed > 0 ? Double(stream.bytesSent - prevBytes) * 8 / elapsed : 0
-                let fps = elapsed > 0 ? Double(stream.framesSent - prevFrames) / elapsed : 0
-                let codec = c.codec.split(separator: "+").first { part in
-                    (stream.kind == .audio) == (part.lowercased() == "opus")
-                }.map(String.init) ?? "none"
-                return StreamStats(kind: stream.kind, codec: codec, ssrc: stream.ssrc, framesEncoded: stream.framesSent,
-                                   keyframesEncoded: stream.keyframesSent, packetsSent: stream.packetsSent,
-                                   bytesSent: stream.bytesSent, packetsRetransmitted: stream.packetsRetransmitted,
-                                   bitrate: rate, frameRate: fps, targetBitrate: stream.kind == .video ? target : nil,
-                                   packetsLost: r.packetsLost, fractionLost: r.fractionLost, jitter: r.jitter,
-                                   rtt: r.roundTripTime, nackReceived: f.nackReceived, pliReceived: f.pliReceived,
-                                   firReceived: f.firReceived)
+            let elapsed = c.lastStats.map { (now - $0.time).secondsDouble } ?? (now - hub.origin).secondsDouble
+            let codecs = c.codec.split(separator: "+").map(String.init)
+            func codec(_ kind: MediaKind) -> String {
+                codecs.first { (kind == .audio) == ($0.lowercased() == "opus") } ?? "none"
             }
-            let v = stats(videoStream, previous: c.lastStats?.video)
-            let a = stats(audioStream, previous: c.lastStats?.audio)
-            c.lastStats = (now, (v?.bytesSent ?? 0, v?.framesEncoded ?? 0), (a?.bytesSent ?? 0, a?.framesEncoded ?? 0))
+            // Computed under the send state's lock: a copy of it would make the
+            // sender copy its histories on its next write.
+            let (v, a, pacerDropped) = whipMedia?.state.withLock { s in
+                (s.streamIndex(kind: .video).map {
+                    StreamStats(s, stream: $0, codec: codec(.video), previous: c.lastStats?.video, elapsed: elapsed)
+                 },
+                 s.streamIndex(kind: .audio).map {
+                    StreamStats(s, stream: $0, codec: codec(.audio), previous: c.lastStats?.audio, elapsed: elapsed)
+                 },
+                 s.pacer.dropped)
+            } ?? (nil, nil, 0)
+            let fps = elapsed > 0 ? Double(frames.encoded &- (c.lastStats?.encoded ?? 0)) / elapsed : 0
+            c.lastStats = (now, (v?.bytesSent ?? 0, v?.framesEncoded ?? 0), (a?.bytesSent ?? 0, a?.framesEncoded ?? 0),
+                           frames.encoded)
             return PublisherStats(state: c.state, video: v, audio: a, selectedPair: c.transport?.selectedPair,
-                                  packetsDroppedByPacer: pacerDropped, connections: c.connections)
+                                  packetsDroppedByPacer: pacerDropped, connections: c.connections,
+                                  framesEncoded: frames.encoded, framesNotWatched: frames.skipped,
+                                  framesDropped: dropped, frameRate: fps, viewers: viewerStats)
         }
     }
 }

@@ -31,12 +31,16 @@ public struct PublisherSettings: Sendable {
     /// Reconnect (with backoff) when an established session drops.
     public var reconnect = true
     public var maxReconnectDelay = 10.0
+    /// Viewers served at once by the embedded WHEP side; more get an error.
+    public var maxViewers = 16
 
     public init() {}
 }
 
+/// Where the publisher is. Without a WHIP server it is `serving` once
+/// capture runs: viewers come and go without changing it.
 public enum PublisherState: String, Sendable, Codable {
-    case idle, connecting, connected, reconnecting, closed, failed
+    case idle, serving, connecting, connected, reconnecting, closed, failed
 }
 
 public enum PublisherError: Error, Hashable, Sendable, CustomStringConvertible {
@@ -74,6 +78,33 @@ public enum PublisherEvent: Sendable {
     /// A failure: before the first connection it ends `publish()`; later
     /// ones are followed by a reconnect when settings allow.
     case failed(PublisherError)
+    /// A viewer's connection came up (ICE and DTLS).
+    case viewerJoined(id: String, codec: String, selectedPair: String?)
+    /// A viewer left: its DELETE, its BYE, consent expiry or a failed connection.
+    case viewerLeft(id: String, reason: String)
+}
+
+/// Why the embedded server cannot take a viewer.
+public enum ViewerError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The offer is not SDP, or lacks what an answer needs.
+    case badOffer(String)
+    /// The viewer cannot receive what is being sent.
+    case noCommonCodec(String)
+    case tooManyViewers(Int)
+    /// No socket or interface for the viewer's connection.
+    case connection(ConnectionError)
+    /// The publisher is not running.
+    case notPublishing
+
+    public var description: String {
+        switch self {
+        case .badOffer(let r): "unusable WHEP offer: \(r)"
+        case .noCommonCodec(let r): "no codec in common: \(r)"
+        case .tooManyViewers(let n): "already serving \(n) viewers (the limit)"
+        case .connection(let e): e.description
+        case .notPublishing: "the publisher is not running"
+        }
+    }
 }
 
 /// Network stats of one stream (OpenTok's audio/video network stats, plus
@@ -101,11 +132,34 @@ public struct StreamStats: Sendable, Codable, Hashable {
     public var firReceived: UInt64
 }
 
+/// One viewer of the embedded server.
+public struct ViewerStats: Sendable, Codable, Hashable {
+    public var id: String
+    /// connecting or connected.
+    public var state: String
+    public var selectedPair: String?
+    public var video: StreamStats?
+    public var audio: StreamStats?
+    /// Seconds since the viewer's offer arrived.
+    public var age: Double
+}
+
 public struct PublisherStats: Sendable, Codable, Hashable {
     public var state: PublisherState
+    /// The WHIP session's streams (nil without a WHIP server).
     public var video: StreamStats?
     public var audio: StreamStats?
     public var selectedPair: String?
     public var packetsDroppedByPacer: UInt64
+    /// WHIP sessions established so far.
     public var connections: Int
+    /// Video frames encoded (once for every receiver), and frames captured
+    /// while nobody received video (not encoded).
+    public var framesEncoded: UInt64
+    public var framesNotWatched: UInt64
+    /// Video frames the capture lost (driver drops, corrupt, skipped for newer).
+    public var framesDropped: UInt64
+    /// Encoded frames per second over the interval since the previous call.
+    public var frameRate: Double
+    public var viewers: [ViewerStats]
 }

@@ -24,11 +24,9 @@ struct SendSideTests {
         var payloader = VP8Payloader(firstPictureID: 5)
         let frame = [UInt8](repeating: 7, count: 2500)
         var queued: [(UInt16, Int)] = []
-        frame.withUnsafeBytes { bytes in
-            sender.packetize(bytes, timestamp: 3000, isKeyframe: true, payloader: &payloader, maxPayloadSize: 1100) {
-                queued.append(($0, $1))
-            }
-        }
+        var batch = PayloadBatch()
+        frame.withUnsafeBytes { batch.fill($0, payloader: &payloader, maxPayloadSize: 1100) }
+        sender.append(batch, timestamp: 3000, isKeyframe: true) { queued.append(($0, $1)) }
         #expect(queued.map(\.0) == [65535, 0, 1])
         var payload = 0
         for (index, (seq, size)) in queued.enumerated() {
@@ -89,9 +87,9 @@ struct SendSideTests {
     @Test func nackQueuesRetransmissionsFromTheHistory() {
         var s = state()
         var payloader = VP8Payloader()
-        [UInt8](repeating: 1, count: 3000).withUnsafeBytes { bytes in
-            s.streams[1].packetize(bytes, timestamp: 0, isKeyframe: false, payloader: &payloader, maxPayloadSize: 1100) { _, _ in }
-        }
+        var batch = PayloadBatch()
+        [UInt8](repeating: 1, count: 3000).withUnsafeBytes { batch.fill($0, payloader: &payloader, maxPayloadSize: 1100) }
+        s.streams[1].append(batch, timestamp: 0, isKeyframe: false) { _, _ in }
         _ = s.handle(.nack(sender: 1, media: 20, lost: [101, 102, 90]), arrivedAtCompactNTP: 0)
         #expect(s.feedback[1].nackReceived == 1 && s.feedback[1].nackedPackets == 3)
         #expect(s.nackMisses == 1)   // 90 was never sent

@@ -1,17 +1,21 @@
 import MediaTypes
 import RTP
 
-/// Everything the encoder threads and the transport thread share, behind
-/// one lock in `MediaSenders`: the RTP streams with their histories, the
-/// pacer, and what the receiver's RTCP asked for. Critical sections are a
-/// packetization or a handful of pops: short.
+/// What the encoder threads and one connection's transport thread share,
+/// behind one lock in `MediaSenders`: the RTP streams with their histories,
+/// the pacer, and what the receiver's RTCP asked for. Critical sections are
+/// a frame's headers or a handful of pops: short.
 struct MediaSendState {
     var streams: [RTPStreamSender]
     var pacer: Pacer
     var feedback: [FeedbackCounters]
     var reception: [RemoteReception]
     var bitrate: BitrateController
-    /// Set by PLI/FIR (or a new connection); the video encoder takes it.
+    /// The kinds this connection sends now (empty while not connected).
+    var sending: Set<MediaKind> = []
+    /// After (re)connecting, video frames are held back until a keyframe.
+    var waitingForKeyframe = true
+    /// Set by PLI/FIR (or a new connection); `MediaHub` takes it for the encoder.
     var keyframeRequested = true
     /// Packets a NACK asked for that were no longer in the history.
     var nackMisses: UInt64 = 0

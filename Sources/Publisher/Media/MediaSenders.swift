@@ -2,9 +2,11 @@ import MediaTypes
 import RTP
 import Synchronization
 
-/// The shared send side: encoder threads packetize into it, the transport
-/// thread drains it. It outlives a connection, so a reconnect continues the
-/// same streams (sequence numbers and timestamps carry on).
+/// The send side of one connection (the WHIP session, or one viewer): its
+/// RTP streams with their histories, its pacer and what its receiver's RTCP
+/// asked for. The encoders hand every connection the same payloads through
+/// `MediaHub`; the connection's transport thread drains its pacer. For WHIP
+/// it outlives a connection, so a reconnect continues the same streams.
 final class MediaSenders: Sendable {
     let state: Mutex<MediaSendState>
     /// Time zero of every stream's RTP clock: audio and video stay aligned.
@@ -19,23 +21,36 @@ final class MediaSenders: Sendable {
         self.origin = origin
     }
 
-    /// The RTP time of stream `index` at a moment on the monotonic clock.
-    func rtpTimestamp(stream index: Int, at time: MonotonicTimestamp) -> UInt32 {
-        state.withLock { $0.streams[index].rtpTimestamp(at: time, origin: origin) }
-    }
-
     func setNotify(_ body: (@Sendable () -> Void)?) { notify.withLock { $0 = body } }
 
-    /// Packetizes one encoded frame of stream `index` and queues it for the pacer.
-    func send<P: RTPPayloader>(_ frame: UnsafeRawBufferPointer, stream index: Int, rtpTimestamp timestamp: UInt32,
-                               isKeyframe: Bool, payloader: inout P) {
+    /// Which kinds this connection sends now: set when its transport
+    /// connects (asking for a keyframe), emptied when it goes away.
+    func setSending(_ kinds: Set<MediaKind>) {
         state.withLock { s in
-            let urgent = s.streams[index].kind == .audio
-            s.streams[index].packetize(frame, timestamp: timestamp, isKeyframe: isKeyframe, payloader: &payloader,
-                                       maxPayloadSize: Self.maxPayloadSize) { seq, size in
+            s.sending = kinds
+            s.waitingForKeyframe = kinds.contains(.video)
+            if !kinds.isEmpty { s.keyframeRequested = true }
+        }
+    }
+
+    var isSending: Bool { state.withLock { !$0.sending.isEmpty } }
+
+    /// Queues one frame's payloads on this connection's stream of `kind`.
+    /// Video waits for a keyframe after (re)connecting: frames the receiver
+    /// could not decode are not sent at all.
+    func send(_ batch: PayloadBatch, kind: MediaKind, rtpTimestamp timestamp: UInt32, isKeyframe: Bool) {
+        let queued = state.withLock { s -> Bool in
+            guard s.sending.contains(kind), let index = s.streamIndex(kind: kind) else { return false }
+            if kind == .video {
+                if s.waitingForKeyframe && !isKeyframe { return false }
+                s.waitingForKeyframe = false
+            }
+            let urgent = kind == .audio
+            s.streams[index].append(batch, timestamp: timestamp, isKeyframe: isKeyframe) { seq, size in
                 s.pacer.enqueue(Pacer.Item(stream: index, sequence: seq, size: size, isRetransmission: false), urgent: urgent)
             }
+            return true
         }
-        notify.withLock { $0 }?()
+        if queued { notify.withLock { $0 }?() }
     }
 }

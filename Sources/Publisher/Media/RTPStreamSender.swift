@@ -45,21 +45,21 @@ struct RTPStreamSender {
         return timestampBase &+ UInt32(truncatingIfNeeded: Int64(ticks.rounded()))
     }
 
-    /// Cuts one encoded frame into packets stored in the history; `enqueue`
-    /// gets each packet's sequence number and size, in order.
-    mutating func packetize<P: RTPPayloader>(_ frame: UnsafeRawBufferPointer, timestamp: UInt32, isKeyframe: Bool,
-                                             payloader: inout P, maxPayloadSize: Int,
-                                             enqueue: (_ sequence: UInt16, _ size: Int) -> Void) {
+    /// Numbers one frame's payloads (cut once for every connection) into
+    /// packets stored in the history; `enqueue` gets each packet's sequence
+    /// number and size, in order.
+    mutating func append(_ batch: PayloadBatch, timestamp: UInt32, isKeyframe: Bool,
+                         enqueue: (_ sequence: UInt16, _ size: Int) -> Void) {
         let markLast = kind == .video   // video: marker on a frame's last packet
         let pt = payloadType, ts = timestamp, ssrc = ssrc
-        payloader.packetize(frame, maxPayloadSize: maxPayloadSize) { isLast, appendPayload in
+        for index in 0..<batch.count {
             let seq = sequence
             sequence &+= 1
             var size = 0
             history.store(sequence: seq) { out in
                 RTPHeader(payloadType: pt, sequenceNumber: seq, timestamp: ts, ssrc: ssrc,
-                          marker: markLast && isLast).write(to: &out)
-                appendPayload(&out)
+                          marker: markLast && index == batch.count - 1).write(to: &out)
+                batch.withPayload(index) { out.append(contentsOf: $0) }
                 size = out.count
             }
             enqueue(seq, size)

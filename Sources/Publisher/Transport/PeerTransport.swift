@@ -35,7 +35,9 @@ public enum ConnectionError: Error, Hashable, Sendable, CustomStringConvertible 
 
 /// One WebRTC connection of the publisher: UDP sockets on every usable
 /// interface, the ICE agent, DTLS-SRTP, and the loop that paces RTP out and
-/// reads RTCP in. It runs on one thread of its own, waiting in poll() on
+/// reads RTCP in. Towards a WHIP server it is the offerer and a full,
+/// controlling ICE agent; towards a viewer (WHEP) it is the answerer and
+/// ICE-lite. It runs on one thread of its own, waiting in poll() on
 /// its sockets and a wake-up event, with every timer (ICE, DTLS
 /// retransmission, pacer, RTCP) folded into the poll timeout.
 final class PeerTransport: @unchecked Sendable {   // `run` state belongs to the transport thread
@@ -68,6 +70,9 @@ final class PeerTransport: @unchecked Sendable {   // `run` state belongs to the
     private let wake = WakeEvent()
     private let onPhase: @Sendable (Phase) -> Void
     private let connectTimeout: Double
+    /// WHIP: a session whose consent checks go unanswered for a while is
+    /// re-established at once. A viewer is only dropped when consent expires.
+    private let failWhenDisconnected: Bool
     private let control = Mutex<(stop: Bool, thread: DeviceThread?, phase: Phase, selected: String?)>((false, nil, .checking, nil))
 
     // Transport-thread state.
@@ -78,8 +83,10 @@ final class PeerTransport: @unchecked Sendable {   // `run` state belongs to the
     private var rtcpBuffer: [UInt8] = []
     private var nextRTCP = 0.0
 
+    /// `lite`: the answering side of a viewer's offer (ICE-lite, controlled).
     init(certificate: DTLSCertificate, media: MediaSenders, includeLoopback: Bool, stunServer: TransportAddress?,
-         connectTimeout: Double = 30, logger: Logger, onPhase: @escaping @Sendable (Phase) -> Void) throws(ConnectionError) {
+         connectTimeout: Double = 30, lite: Bool = false, logger: Logger,
+         onPhase: @escaping @Sendable (Phase) -> Void) throws(ConnectionError) {
         self.certificate = certificate
         self.media = media
         self.logger = logger
@@ -89,8 +96,14 @@ final class PeerTransport: @unchecked Sendable {   // `run` state belongs to the
         let credentials = ICEAgent.randomCredentials()
         iceUfrag = credentials.ufrag
         icePassword = credentials.password
-        agent = ICEAgent(role: .controlling, localUfrag: iceUfrag, localPassword: icePassword, nomination: .regular, logger: logger)
-        agent.timing.disconnectedAfter = 8
+        if lite {
+            agent = ICEAgent(role: .controlled, localUfrag: iceUfrag, localPassword: icePassword, lite: true, logger: logger)
+        } else {
+            agent = ICEAgent(role: .controlling, localUfrag: iceUfrag, localPassword: icePassword, nomination: .regular,
+                             logger: logger)
+            agent.timing.disconnectedAfter = 8
+        }
+        failWhenDisconnected = !lite
         var addresses = HostInterfaces.addresses(includeLoopback: includeLoopback)
         if addresses.isEmpty { addresses = HostInterfaces.addresses(includeLoopback: true) }
         guard !addresses.isEmpty else { throw .noUsableInterface }
@@ -107,7 +120,7 @@ final class PeerTransport: @unchecked Sendable {   // `run` state belongs to the
         }
         guard !opened.isEmpty else { throw .socket("could not bind a UDP socket on any interface") }
         sockets = opened
-        if let stunServer {
+        if let stunServer, !lite {
             for index in sockets.indices where sockets[index].local.ip.contains(".") == stunServer.ip.contains(".") {
                 agent.gatherServerReflexive(socket: index, stunServer: stunServer, now: Self.now())
             }
@@ -224,10 +237,12 @@ final class PeerTransport: @unchecked Sendable {   // `run` state belongs to the
             do { send(try dtls.start()) } catch { setPhase(.failed(.dtls(error))) }
         case (.checking, .failed), (.securing, .failed):
             setPhase(.failed(.iceFailed))
-        case (.connected, .failed), (.connected, .closed), (.connected, .disconnected):
-            // Disconnected: consent checks went unanswered for a while. A
-            // publisher gains nothing by waiting the full 30 s for consent to
-            // expire: the session is treated as gone and re-established.
+        case (.connected, .failed), (.connected, .closed):
+            setPhase(.failed(.consentLost))
+        case (.connected, .disconnected) where failWhenDisconnected:
+            // Consent checks went unanswered for a while. A WHIP publisher
+            // gains nothing by waiting the full 30 s for consent to expire:
+            // the session is treated as gone and re-established.
             setPhase(.failed(.consentLost))
         case (.securing, _):
             if let dtls, let delay = dtls.retransmitDelay, delay <= 0 { send(dtls.retransmit()) }

@@ -1,0 +1,103 @@
+import MediaTypes
+import RTP
+import Synchronization
+
+/// Encode once, send to every connection: the encoders cut each frame into
+/// RTP payloads once and the hub hands them to every connection that is
+/// sending (the WHIP session, each viewer), which adds its own header, keeps
+/// its own history for NACKs and paces and encrypts on its own thread.
+///
+/// The hub also merges what the receivers ask of the one encoder: keyframe
+/// requests (PLI, FIR, a new viewer) from any of them become at most one
+/// keyframe per `keyframeSpacing`, and the video bitrate follows the
+/// receiver with the least room.
+final class MediaHub: Sendable {
+    /// Time zero of the RTP clocks, shared by audio and video and by every connection.
+    let origin: MonotonicTimestamp
+    /// Random RTP timestamp offsets (RFC 3550), one per kind, used by every
+    /// connection so one encoded frame carries one timestamp everywhere.
+    let audioTimestampBase = UInt32.random(in: 0...UInt32.max)
+    let videoTimestampBase = UInt32.random(in: 0...UInt32.max)
+    /// Bitrate ceiling for video, bits per second.
+    let videoBitrateCeiling: Int
+    /// The shortest time between two requested keyframes.
+    static let keyframeSpacing: Duration = .milliseconds(500)
+
+    private let connections = Mutex<[MediaSenders]>([])
+    private let keyframes = Mutex<(pending: Bool, last: MonotonicTimestamp?)>((true, nil))
+
+    init(videoBitrateCeiling: Int, origin: MonotonicTimestamp = .now()) {
+        self.videoBitrateCeiling = videoBitrateCeiling
+        self.origin = origin
+    }
+
+    /// A new outgoing stream for a connection, on the hub's RTP clock.
+    func makeStream(kind: MediaKind, payloadType: UInt8) -> RTPStreamSender {
+        RTPStreamSender(kind: kind, ssrc: .random(in: 1...UInt32.max), payloadType: payloadType,
+                        clockRate: kind == .audio ? 48_000 : 90_000, historySize: kind == .audio ? 256 : 1024,
+                        timestampBase: kind == .audio ? audioTimestampBase : videoTimestampBase)
+    }
+
+    /// A connection's send state with streams for `kinds` (payload types set later or here).
+    func makeSenders(_ streams: [(kind: MediaKind, payloadType: UInt8)]) -> MediaSenders {
+        MediaSenders(state: MediaSendState(streams: streams.map { makeStream(kind: $0.kind, payloadType: $0.payloadType) },
+                                           videoBitrate: videoBitrateCeiling),
+                     origin: origin)
+    }
+
+    func attach(_ senders: MediaSenders) { connections.withLock { $0.append(senders) } }
+    func detach(_ senders: MediaSenders) { connections.withLock { $0.removeAll { $0 === senders } } }
+    var attachedCount: Int { connections.withLock { $0.count } }
+
+    /// The RTP time of a moment on the monotonic clock, for `kind`.
+    func rtpTimestamp(_ kind: MediaKind, at time: MonotonicTimestamp) -> UInt32 {
+        let rate = kind == .audio ? 48_000.0 : 90_000.0
+        let ticks = (time - origin).secondsDouble * rate
+        return (kind == .audio ? audioTimestampBase : videoTimestampBase) &+ UInt32(truncatingIfNeeded: Int64(ticks.rounded()))
+    }
+
+    /// Whether any connection sends `kind` now (no one watching: no encoding).
+    func wants(_ kind: MediaKind) -> Bool {
+        connections.withLock { list in list.contains { $0.state.withLock { $0.sending.contains(kind) } } }
+    }
+
+    /// True when the video encoder should make a keyframe now: some receiver
+    /// asked since the last one, and the last is at least `keyframeSpacing` old.
+    func takeKeyframeRequest(now: MonotonicTimestamp) -> Bool {
+        let asked = connections.withLock { list in
+            list.reduce(false) { asked, c in
+                c.state.withLock { s in
+                    defer { s.keyframeRequested = false }
+                    return asked || s.keyframeRequested
+                }
+            }
+        }
+        return keyframes.withLock { k in
+            k.pending = k.pending || asked
+            guard k.pending else { return false }
+            if let last = k.last, now - last < Self.keyframeSpacing { return false }
+            k.pending = false
+            k.last = now
+            return true
+        }
+    }
+
+    /// The video bitrate to encode at: the lowest target among the
+    /// connections sending video (their REMB and loss), else the ceiling.
+    func videoBitrateTarget() -> Int {
+        connections.withLock { list in
+            list.reduce(nil as Int?) { lowest, c in
+                c.state.withLock { s in
+                    guard s.sending.contains(.video) else { return lowest }
+                    return min(lowest ?? .max, s.bitrate.target)
+                }
+            } ?? videoBitrateCeiling
+        }
+    }
+
+    /// Hands one frame's payloads to every connection.
+    func send(_ batch: PayloadBatch, kind: MediaKind, rtpTimestamp: UInt32, isKeyframe: Bool) {
+        let list = connections.withLock { $0 }
+        for c in list { c.send(batch, kind: kind, rtpTimestamp: rtpTimestamp, isKeyframe: isKeyframe) }
+    }
+}

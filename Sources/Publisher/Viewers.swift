@@ -1,0 +1,241 @@
+import Logging
+import MediaTypes
+import SDP
+import SecureTransport
+import Synchronization
+
+/// The viewers of the embedded server (WHEP): each one a connection of its
+/// own (ICE-lite, DTLS server, SRTP, pacer, NACK history) fed by the one
+/// encoder through `MediaHub`. A viewer that leaves — DELETE, RTCP BYE, DTLS
+/// close, consent expiry, or a connection that never came up — is removed
+/// by a small reaper thread, so a transport thread is never joined from itself.
+final class ViewerSessions: Sendable {
+    /// What a viewer can be sent, read when its offer arrives.
+    struct Offerable: Sendable {
+        var audio: Bool
+        var video: VideoCodec?
+    }
+
+    private final class Session: Sendable {
+        let id: String
+        let media: MediaSenders
+        let transport: PeerTransport
+        let created = MonotonicTimestamp.now()
+        let codecs: [MediaKind: String]
+        /// Bytes and frames per kind at the previous stats call, for bitrates.
+        let previous = Mutex<(time: MonotonicTimestamp, counts: [MediaKind: (UInt64, UInt64)])?>(nil)
+        let joined = Mutex(false)
+
+        init(id: String, media: MediaSenders, transport: PeerTransport, codecs: [MediaKind: String]) {
+            self.id = id
+            self.media = media
+            self.transport = transport
+            self.codecs = codecs
+        }
+    }
+
+    private let hub: MediaHub
+    private let certificate: DTLSCertificate
+    private let settings: PublisherSettings
+    private let logger: Logger
+    private let onEvent: @Sendable (PublisherEvent) -> Void
+    private let sessions = Mutex<[String: Session]>([:])
+    private let reaper = Mutex<(thread: DeviceThread?, stop: Bool)>((nil, false))
+    private let wake = WakeEvent()
+
+    init(hub: MediaHub, certificate: DTLSCertificate, settings: PublisherSettings, logger: Logger,
+         onEvent: @escaping @Sendable (PublisherEvent) -> Void) {
+        self.hub = hub
+        self.certificate = certificate
+        self.settings = settings
+        self.logger = logger
+        self.onEvent = onEvent
+    }
+
+    var count: Int { sessions.withLock { $0.count } }
+    var connectedCount: Int { sessions.withLock { $0.values.filter { $0.media.isSending }.count } }
+
+    /// Answers a viewer's offer and starts its connection; the answer lists
+    /// the viewer's sections in order, ours sendonly, the rest rejected.
+    func add(offer text: String, offerable: Offerable) throws(ViewerError) -> (id: String, answer: String) {
+        let offer: ViewerOffer
+        do { offer = try ViewerOffer(try SessionDescription(parsing: text)) } catch { throw .badOffer(error.description) }
+        guard offer.fingerprintAlgorithm == "sha-256" else {
+            throw .badOffer("fingerprint algorithm \(offer.fingerprintAlgorithm) (only sha-256 is supported)")
+        }
+        var tracks: [(kind: MediaKind, section: Int, codec: CodecDescription)] = []
+        if offerable.audio, let a = offer.accepting("audio", codec: .opus) { tracks.append((.audio, a.index, a.codec)) }
+        if let video = offerable.video, let v = offer.accepting("video", codec: video.description) {
+            tracks.append((.video, v.index, v.codec))
+        }
+        guard !tracks.isEmpty else {
+            let sent = [offerable.audio ? "Opus audio" : nil, offerable.video.map { "\($0.description.name) video" }]
+                .compactMap { $0 }.joined(separator: " and ")
+            throw .noCommonCodec("the agent sends \(sent.isEmpty ? "nothing" : sent); the offer receives none of it")
+        }
+        guard count < settings.maxViewers else { throw .tooManyViewers(settings.maxViewers) }
+
+        let media = hub.makeSenders(tracks.map { ($0.kind, $0.codec.payloadType) })
+        let kinds = Set(tracks.map(\.kind))
+        let id = Self.makeID()
+        let transport: PeerTransport
+        do {
+            transport = try PeerTransport(
+                certificate: certificate, media: media, includeLoopback: settings.includeLoopbackCandidates,
+                stunServer: nil, connectTimeout: settings.connectTimeout, lite: true, logger: logger
+            ) { [wake] phase in
+                switch phase {
+                case .connected: media.setSending(kinds)
+                case .failed, .closed: media.setSending([])
+                default: break
+                }
+                wake.signal()
+            }
+        } catch { throw .connection(error) }
+        let ssrcs = media.state.withLock { s in Dictionary(uniqueKeysWithValues: s.streams.map { ($0.kind, $0.ssrc) }) }
+        let answer = ViewerAnswer(
+            iceUfrag: transport.iceUfrag, icePwd: transport.icePassword, fingerprint: certificate.fingerprint,
+            setup: ViewerAnswer.setup(answering: offer.setup),
+            candidates: transport.localCandidates.map { c in
+                ICECandidate(foundation: c.foundation, priority: c.priority, address: c.ip, port: Int(c.port), type: c.type)
+            },
+            tracks: tracks.map { ViewerAnswer.Track(sectionIndex: $0.section, codec: $0.codec, ssrc: ssrcs[$0.kind] ?? 0) },
+            cname: transport.cname, streamID: settings.name)
+        let answerText = answer.sessionDescription(answering: offer, sessionID: .random(in: 1...UInt64(Int64.max))).text
+        let session = Session(id: id, media: media, transport: transport,
+                              codecs: Dictionary(uniqueKeysWithValues: tracks.map { ($0.kind, $0.codec.name) }))
+        sessions.withLock { $0[id] = session }
+        hub.attach(media)
+        startReaper()
+        // The viewer's setup names its own role; "passive" makes us the DTLS client.
+        transport.start(remote: PeerTransport.Remote(
+            ufrag: offer.iceUfrag, password: offer.icePwd, isLite: false, fingerprint: offer.fingerprint,
+            setup: offer.setup == "passive" ? "passive" : "active",
+            candidates: offer.candidates.filter { $0.transport == "udp" && $0.component == 1 }.compactMap { c in
+                guard let port = UInt16(exactly: c.port) else { return nil }
+                return (c.address, port, c.priority, c.type, c.foundation)
+            }))
+        logger.info("viewer \(id): answered (\(tracks.map { "\($0.kind.rawValue) \($0.codec.name)" }.joined(separator: ", ")))")
+        return (id, answerText)
+    }
+
+    /// Ends a viewer (its WHEP DELETE). False when there is no such viewer.
+    func remove(id: String) -> Bool {
+        guard let session = sessions.withLock({ $0.removeValue(forKey: id) }) else { return false }
+        close(session, reason: "the viewer ended the session")
+        return true
+    }
+
+    /// Ends every viewer and the reaper (the publisher stops).
+    func removeAll() {
+        let all = sessions.withLock { s in defer { s.removeAll() }; return Array(s.values) }
+        for session in all { close(session, reason: "the publisher stopped") }
+        let thread: DeviceThread? = reaper.withLock { r in
+            r.stop = true
+            defer { r.thread = nil }
+            return r.thread
+        }
+        wake.signal()
+        thread?.join()
+    }
+
+    private func close(_ session: Session, reason: String) {
+        hub.detach(session.media)
+        session.media.setSending([])
+        session.transport.stop()
+        logger.info("viewer \(session.id) left: \(reason)")
+        onEvent(.viewerLeft(id: session.id, reason: reason))
+    }
+
+    /// Viewer ids are URL-safe random hex.
+    private static func makeID() -> String {
+        let hex = Array("0123456789abcdef")
+        return String((0..<16).map { _ in hex[Int.random(in: 0..<16)] })
+    }
+
+    // MARK: The reaper: removes viewers whose connection ended, reports joins
+
+    private func startReaper() {
+        reaper.withLock { r in
+            guard r.thread == nil, !r.stop else { return }
+            r.thread = DeviceThread(name: "camagent-viewers") { [self] in runReaper() }
+        }
+    }
+
+    private func runReaper() {
+        while !reaper.withLock({ $0.stop }) {
+            _ = wake.wait(milliseconds: 500)
+            wake.drain()
+            let all = sessions.withLock { Array($0.values) }
+            for session in all {
+                switch session.transport.phase {
+                case .connected:
+                    let first = session.joined.withLock { j in defer { j = true }; return !j }
+                    if first {
+                        let codec = [session.codecs[.video], session.codecs[.audio]].compactMap { $0 }.joined(separator: "+")
+                        logger.info("viewer \(session.id): connected via \(session.transport.selectedPair ?? "?")")
+                        onEvent(.viewerJoined(id: session.id, codec: codec, selectedPair: session.transport.selectedPair))
+                    }
+                case .failed(let error):
+                    if sessions.withLock({ $0.removeValue(forKey: session.id) }) != nil { close(session, reason: error.description) }
+                case .closed:
+                    if sessions.withLock({ $0.removeValue(forKey: session.id) }) != nil { close(session, reason: "closed") }
+                default:
+                    break
+                }
+            }
+        }
+    }
+
+    // MARK: Stats
+
+    func stats(now: MonotonicTimestamp) -> [ViewerStats] {
+        let all = sessions.withLock { $0.values.sorted { $0.created < $1.created } }
+        return all.map { session in
+            session.previous.withLock { previous in
+                let elapsed = previous.map { (now - $0.time).secondsDouble } ?? (now - session.created).secondsDouble
+                let before = previous?.counts ?? [:]
+                // Computed under the lock: a copy of the send state would make
+                // the sender copy its histories on its next write.
+                let (video, audio, connected) = session.media.state.withLock { s in
+                    (Self.streamStats(s, .video, session.codecs, before, elapsed),
+                     Self.streamStats(s, .audio, session.codecs, before, elapsed), !s.sending.isEmpty)
+                }
+                var counts: [MediaKind: (UInt64, UInt64)] = [:]
+                if let video { counts[.video] = (video.bytesSent, video.framesEncoded) }
+                if let audio { counts[.audio] = (audio.bytesSent, audio.framesEncoded) }
+                previous = (now, counts)
+                return ViewerStats(id: session.id, state: connected ? "connected" : "connecting",
+                                   selectedPair: session.transport.selectedPair, video: video, audio: audio,
+                                   age: (now - session.created).secondsDouble)
+            }
+        }
+    }
+}
+
+extension ViewerSessions {
+    fileprivate static func streamStats(_ s: MediaSendState, _ kind: MediaKind, _ codecs: [MediaKind: String],
+                                        _ previous: [MediaKind: (UInt64, UInt64)], _ elapsed: Double) -> StreamStats? {
+        s.streamIndex(kind: kind).map { index in
+            StreamStats(s, stream: index, codec: codecs[kind] ?? "none", previous: previous[kind], elapsed: elapsed)
+        }
+    }
+}
+
+extension StreamStats {
+    /// One stream's counters from a connection's send state; bitrate and
+    /// frame rate over `elapsed` seconds since `previous` (bytes, frames).
+    init(_ state: MediaSendState, stream index: Int, codec: String, previous: (UInt64, UInt64)?, elapsed: Double) {
+        let stream = state.streams[index]
+        let r = state.reception[index], f = state.feedback[index]
+        let (prevBytes, prevFrames) = previous ?? (0, 0)
+        self.init(kind: stream.kind, codec: codec, ssrc: stream.ssrc, framesEncoded: stream.framesSent,
+                  keyframesEncoded: stream.keyframesSent, packetsSent: stream.packetsSent, bytesSent: stream.bytesSent,
+                  packetsRetransmitted: stream.packetsRetransmitted,
+                  bitrate: elapsed > 0 ? Double(stream.bytesSent &- prevBytes) * 8 / elapsed : 0,
+                  frameRate: elapsed > 0 ? Double(stream.framesSent &- prevFrames) / elapsed : 0,
+                  targetBitrate: stream.kind == .video ? state.bitrate.target : nil,
+                  packetsLost: r.packetsLost, fractionLost: r.fractionLost, jitter: r.jitter, rtt: r.roundTripTime,
+                  nackReceived: f.nackReceived, pliReceived: f.pliReceived, firReceived: f.firReceived)
+    }
+}
