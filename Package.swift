@@ -144,6 +144,7 @@ let package = Package(
             name: "camagent",
             dependencies: [
                 "MediaTypes", "PixelConversion", "VideoSources", "AudioDevices", "MediaFiles", "Publisher", "ICE", "WHIP",
+                "ViewerServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -7,18 +7,24 @@ import MediaTypes
 import Publisher
 import Synchronization
 import VideoSources
+import ViewerServer
 import WHIP
 
-/// `camagent publish`: capture video and audio, encode, and send them over
-/// WebRTC to a WHIP server, with a live status line (or JSON lines).
+/// `camagent publish`: capture video and audio, encode once, and send them
+/// over WebRTC to the viewers of the built-in server (the default), to a
+/// WHIP server, or both, with a live status line (or JSON lines).
 struct PublishCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "publish",
-        abstract: "Publish the camera and microphone over WebRTC to a WHIP server.",
+        abstract: "Publish the camera and microphone over WebRTC: built-in viewer page and WHEP, or a WHIP server.",
         discussion: """
+        Without --whip, camagent serves its own viewer page and WHEP endpoint (--listen, default \
+        0.0.0.0:8080) and prints the viewer URL with its access token; with --whip it publishes to that \
+        server instead; with both, it does both.
         Exit codes: 80 server unreachable (refused, no route, timeout), 81 unauthorized (401/403: \
         bad or missing token), 82 the server refused the stream (404, other 4xx, 5xx, unusable answer), \
-        83 the WebRTC connection failed (ICE, DTLS, fingerprint mismatch); capture errors as for `capture`.
+        83 the WebRTC connection failed (ICE, DTLS, fingerprint mismatch), 84 the viewer server could not \
+        listen (address in use, no such address); capture errors as for `capture`.
         """)
 
     @OptionGroup var video: VideoSourceOptions
@@ -29,8 +35,17 @@ struct PublishCommand: ParsableCommand {
     @Option(help: "Audio channels: 1 or 2.")
     var channels = 1
 
-    @Option(help: "WHIP endpoint URL (http:// or https://).")
+    @Option(help: "WHIP endpoint URL (http:// or https://); without it the built-in viewer serves the stream.")
     var whip: String?
+
+    @Option(help: "Address and port of the built-in viewer server (default 0.0.0.0:8080 when there is no --whip; port 0 picks a free one).")
+    var listen: String?
+
+    @Flag(help: "Serve viewers without an access token (anyone who can reach the port may watch).")
+    var open = false
+
+    @Option(help: "Access token for viewers (default: a random one, printed with the viewer URL).")
+    var viewerToken: String?
 
     @Option(help: "Bearer token for the WHIP server.")
     var token: String?
@@ -59,8 +74,10 @@ struct PublishCommand: ParsableCommand {
     @Flag(help: "Accept a WHIP server's TLS certificate without checking it (lab servers).")
     var insecureTLS = false
 
-    @Flag(inversion: .prefixedNo, help: "Reconnect with backoff when an established session drops.")
-    var reconnect = true
+    // Named apart from the camera's --reconnect (wait for a lost device), which publish also takes.
+    @Flag(name: .customLong("whip-reconnect"), inversion: .prefixedNo,
+          help: "Reconnect to the WHIP server with backoff when an established session drops.")
+    var whipReconnect = true
 
     @Flag(help: "Offer loopback addresses as ICE candidates (server on the same host).")
     var loopbackCandidates = false
@@ -74,7 +91,11 @@ struct PublishCommand: ParsableCommand {
         guard channels == 1 || channels == 2 else { throw ValidationError("--channels takes 1 or 2") }
         guard (50...50_000).contains(bitrate) else { throw ValidationError("--bitrate takes 50 to 50000 kbit/s") }
         if let duration, duration <= 0 { throw ValidationError("--duration must be positive") }
-        if whip == nil { throw ValidationError("--whip URL is required (the built-in viewer is not there yet)") }
+        if let listen, parseListenAddress(listen) == nil {
+            throw ValidationError("--listen takes HOST:PORT, e.g. 0.0.0.0:8080 or [::]:8080")
+        }
+        if open && viewerToken != nil { throw ValidationError("--open and --viewer-token contradict each other") }
+        if let viewerToken, viewerToken.isEmpty { throw ValidationError("--viewer-token must not be empty") }
         if let stun, parseHostPort(stun) == nil { throw ValidationError("--stun takes host:port with a numeric IP") }
     }
 
@@ -104,11 +125,16 @@ struct PublishCommand: ParsableCommand {
             videoCapture = capture
         }
 
-        let client: WHIPClient
-        do {
-            client = try WHIPClient(endpoint: whip!, token: token, timeout: httpTimeout, allowInsecureTLS: insecureTLS,
-                                    logger: logger)
-        } catch { throw ValidationError("\(error)") }
+        var signaling: WHIPSignaling?
+        if let whip {
+            do {
+                let client = try WHIPClient(endpoint: whip, token: token, timeout: httpTimeout,
+                                            allowInsecureTLS: insecureTLS, logger: logger)
+                signaling = WHIPSignaling(client: client, logger: logger)
+            } catch { throw ValidationError("\(error)") }
+        }
+        // The built-in server runs when asked for, and always without a WHIP server.
+        let listenAddress = (listen ?? (whip == nil ? "0.0.0.0:8080" : nil)).flatMap(parseListenAddress)
         var settings = PublisherSettings()
         settings.videoTrack = videoCapture != nil
         settings.audioTrack = audioDevice != nil
@@ -117,18 +143,19 @@ struct PublishCommand: ParsableCommand {
         settings.includeLoopbackCandidates = loopbackCandidates
         settings.stunServer = stun.flatMap(parseHostPort)
         settings.connectTimeout = connectTimeout
-        settings.reconnect = reconnect
+        settings.reconnect = whipReconnect
 
         let publisher: Publisher
         do {
             publisher = try Publisher(settings: settings, videoCapture: videoCapture, audioDevice: audioDevice,
-                                      signaling: WHIPSignaling(client: client, logger: logger), logger: logger) { event in
+                                      signaling: signaling, logger: logger) { event in
                 out.event(event)
             }
         } catch { throw fail(error) }
 
         var negotiated = NegotiatedSummary(event: "negotiated", codec: codec == .vp8 ? "VP8" : "H264",
-                                           audioCodec: audioDevice != nil ? "opus" : nil, whip: whip!)
+                                           audioCodec: audioDevice != nil ? "opus" : nil, whip: whip,
+                                           listen: listenAddress.map { "\($0.host):\($0.port)" })
         if let s = videoCapture?.captureSettings {
             negotiated.size = "\(s.outputFormat.width)x\(s.outputFormat.height)"
             negotiated.fps = s.grantedFramesPerSecond
@@ -137,7 +164,8 @@ struct PublishCommand: ParsableCommand {
         }
         negotiated.audioDevice = audioDevice?.captureSettings?.device
         if json { out.line(JSONOutput.line(negotiated)) } else {
-            printError("publish:   \(negotiated.codec)\(negotiated.audioCodec.map { " + \($0)" } ?? "") to \(whip!)")
+            let targets = [whip, listenAddress.map { "viewers on \($0.host):\($0.port)" }].compactMap { $0 }
+            printError("publish:   \(negotiated.codec)\(negotiated.audioCodec.map { " + \($0)" } ?? "") to \(targets.joined(separator: " and "))")
         }
 
         let stopRequested = Mutex(false)
@@ -146,6 +174,21 @@ struct PublishCommand: ParsableCommand {
         do { try publisher.publish() } catch {
             out.finishStatusLine()
             throw fail(error)
+        }
+        var server: RunningViewerServer?
+        if let listenAddress {
+            let configuration = ViewerServerConfiguration(
+                host: listenAddress.host, port: listenAddress.port,
+                token: open ? nil : (viewerToken ?? ViewerServerConfiguration.randomToken()))
+            do {
+                server = try RunningViewerServer.start(configuration: configuration, publisher: publisher, logger: logger)
+            } catch {
+                publisher.unpublish()
+                out.finishStatusLine()
+                printError("camagent: the viewer server cannot listen on \(listenAddress.host):\(listenAddress.port): \(error)")
+                throw ExitCode(ExitCodes.listenFailed)
+            }
+            out.serving(server!, listenHost: listenAddress.host)
         }
         let started = MonotonicTimestamp.now()
         var nextStats = started + .seconds(1)
@@ -161,6 +204,7 @@ struct PublishCommand: ParsableCommand {
         let final = publisher.stats()
         let failed = publisher.state == .failed
         publisher.unpublish()
+        server?.stop()
         out.finishStatusLine()
         out.summary(final)
         if failed { throw ExitCode(ExitCodes.connectionFailed) }
@@ -176,11 +220,70 @@ func parseHostPort(_ text: String) -> TransportAddress? {
     return TransportAddress(ip: host, port: port)
 }
 
+/// "0.0.0.0:8080", "[::]:8080", "localhost:0".
+func parseListenAddress(_ text: String) -> (host: String, port: Int)? {
+    guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]),
+          (0...65535).contains(port) else { return nil }
+    var host = String(text[..<colon])
+    if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+    guard !host.isEmpty else { return nil }
+    return (host, port)
+}
+
+/// The built-in viewer server on a task of its own, started and stopped
+/// from the command's synchronous code, with a timeout on both.
+final class RunningViewerServer: Sendable {
+    let server: ViewerServer
+    private let task: Task<Void, Never>
+    /// Signalled when the server task has ended.
+    private let ended: DispatchSemaphore
+
+    private init(server: ViewerServer, task: Task<Void, Never>, ended: DispatchSemaphore) {
+        self.server = server
+        self.task = task
+        self.ended = ended
+    }
+
+    struct StartError: Error, CustomStringConvertible { var description: String }
+
+    /// Starts serving and returns once the socket is bound (or throws why not, within 15 s).
+    static func start(configuration: ViewerServerConfiguration, publisher: Publisher,
+                      logger: Logger) throws(StartError) -> RunningViewerServer {
+        let server = ViewerServer(configuration: configuration, sessions: PublisherViewerHost(publisher: publisher),
+                                  logger: logger)
+        let outcome = Mutex<(failure: String?, ended: Bool)>((nil, false))
+        let ended = DispatchSemaphore(value: 0)
+        let task = Task.detached {
+            do { try await server.run() } catch { outcome.withLock { $0.failure = "\(error)" } }
+            outcome.withLock { $0.ended = true }
+            ended.signal()
+        }
+        let deadline = MonotonicTimestamp.now() + .seconds(15)
+        while server.boundPort == nil {
+            let state = outcome.withLock { $0 }
+            if state.ended { throw StartError(description: state.failure ?? "the server stopped at once") }
+            if MonotonicTimestamp.now() > deadline {
+                task.cancel()
+                throw StartError(description: "not listening after 15 s")
+            }
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+        return RunningViewerServer(server: server, task: task, ended: ended)
+    }
+
+    /// Stops gracefully (requests in flight finish), waiting at most 10 s.
+    func stop() {
+        task.cancel()
+        _ = ended.wait(timeout: .now() + 10)
+    }
+}
+
 struct NegotiatedSummary: Encodable {
     var event: String
     var codec: String
     var audioCodec: String?
-    var whip: String
+    var whip: String?
+    var listen: String?
     var size: String?
     var fps: Double?
     var device: String?
@@ -220,38 +323,90 @@ final class EventPrinter: Sendable {
         case .failed(let error):
             if json { line(JSONOutput.line(StateLine(state: "error", error: error.description))) }
             else { finishStatusLine(); printError("camagent: \(error)") }
+        case .viewerJoined(let id, let codec, let pair):
+            viewersJoined.withLock { $0 += 1 }
+            if json { line(JSONOutput.line(ViewerLine(state: "joined", id: id, codec: codec, selectedPair: pair))) } else {
+                finishStatusLine()
+                printError("viewer:    \(id) joined (\(codec) via \(pair ?? "?"))")
+            }
+        case .viewerLeft(let id, let reason):
+            if json { line(JSONOutput.line(ViewerLine(state: "left", id: id, reason: reason))) } else {
+                finishStatusLine()
+                printError("viewer:    \(id) left: \(reason)")
+            }
         }
     }
 
-    private struct StatsLine: Encodable { var event: String; var state: String; var video: StreamStats?; var audio: StreamStats?; var selectedPair: String?; var connections: Int; var packetsDroppedByPacer: UInt64 }
+    private struct ViewerLine: Encodable { var event = "viewer"; var state: String; var id: String; var codec: String?; var selectedPair: String?; var reason: String? }
+    private struct ServingLine: Encodable { var event = "serving"; var url: String; var whep: String; var port: Int; var token: String? }
+    private let viewersJoined = Mutex(0)
+
+    /// Where to watch: the viewer page's URL (with the token) and the WHEP endpoint.
+    func serving(_ running: RunningViewerServer, listenHost: String) {
+        let server = running.server
+        var host = listenHost
+        if host == "0.0.0.0" || host == "::" {
+            // Any address: name one a LAN viewer can use.
+            host = HostInterfaces.addresses(includeLoopback: false).first { $0.ip.contains(".") }?.ip ?? "127.0.0.1"
+        }
+        let url = server.viewerURL(publicHost: host)
+        let port = server.boundPort ?? server.configuration.port
+        let whep = "http://\(host.contains(":") ? "[\(host)]" : host):\(port)/whep"
+        if json {
+            line(JSONOutput.line(ServingLine(url: url, whep: whep, port: port, token: server.configuration.token)))
+        } else {
+            finishStatusLine()
+            printError("viewer:    open \(url)")
+            printError("whep:      \(whep)\(server.configuration.token == nil ? " (open: no token)" : " (token required)")")
+        }
+    }
+
+    private struct StatsLine: Encodable {
+        var event: String; var state: String; var video: StreamStats?; var audio: StreamStats?; var selectedPair: String?
+        var connections: Int; var packetsDroppedByPacer: UInt64; var framesEncoded: UInt64; var framesDropped: UInt64
+        var frameRate: Double; var viewers: Int; var viewerStats: [ViewerStats]
+        init(_ event: String, _ s: PublisherStats) {
+            self.event = event
+            state = s.state.rawValue
+            video = s.video
+            audio = s.audio
+            selectedPair = s.selectedPair
+            connections = s.connections
+            packetsDroppedByPacer = s.packetsDroppedByPacer
+            framesEncoded = s.framesEncoded
+            framesDropped = s.framesDropped
+            frameRate = s.frameRate
+            viewers = s.viewers.filter { $0.state == "connected" }.count
+            viewerStats = s.viewers
+        }
+    }
 
     func stats(_ s: PublisherStats) {
         if json {
-            line(JSONOutput.line(StatsLine(event: "stats", state: s.state.rawValue, video: s.video, audio: s.audio,
-                                           selectedPair: s.selectedPair, connections: s.connections,
-                                           packetsDroppedByPacer: s.packetsDroppedByPacer)))
+            line(JSONOutput.line(StatsLine("stats", s)))
             return
         }
         var parts = [s.state.rawValue]
-        if let v = s.video {
-            parts.append("\(v.frameRate.formatted(decimals: 1)) fps")
-            parts.append("video \(Int(v.bitrate / 1000)) kbps")
+        let watching = s.viewers.filter { $0.state == "connected" }
+        if s.state == .serving || !s.viewers.isEmpty { parts.append("\(watching.count) viewer(s)") }
+        parts.append("\(s.frameRate.formatted(decimals: 1)) fps")
+        if let bitrate = s.video?.bitrate ?? watching.compactMap({ $0.video?.bitrate }).max() {
+            parts.append("video \(Int(bitrate / 1000)) kbps")
         }
-        if let a = s.audio { parts.append("audio \(Int(a.bitrate / 1000)) kbps") }
-        let rtt = s.video?.rtt ?? s.audio?.rtt
+        if let a = s.audio ?? watching.first?.audio { parts.append("audio \(Int(a.bitrate / 1000)) kbps") }
+        let rtt = s.video?.rtt ?? s.audio?.rtt ?? watching.compactMap({ $0.video?.rtt ?? $0.audio?.rtt }).max()
         parts.append("rtt " + (rtt.map { "\(Int($0 * 1000)) ms" } ?? "–"))
         let lost = (s.video?.packetsLost ?? 0) + (s.audio?.packetsLost ?? 0)
+            + watching.reduce(0) { $0 + ($1.video?.packetsLost ?? 0) + ($1.audio?.packetsLost ?? 0) }
         parts.append("lost \(lost)")
         status(parts.joined(separator: "  "))
     }
 
     func summary(_ s: PublisherStats) {
         if json {
-            line(JSONOutput.line(StatsLine(event: "summary", state: s.state.rawValue, video: s.video, audio: s.audio,
-                                           selectedPair: s.selectedPair, connections: s.connections,
-                                           packetsDroppedByPacer: s.packetsDroppedByPacer)))
+            line(JSONOutput.line(StatsLine("summary", s)))
         } else {
-            var text = "summary:   \(s.connections) connection(s)"
+            var text = "summary:   \(s.framesEncoded) frames encoded, \(viewersJoined.withLock { $0 }) viewer(s) served, \(s.connections) WHIP connection(s)"
             if let v = s.video { text += "; video \(v.framesEncoded) frames, \(v.packetsSent) packets, \(v.bytesSent) bytes, \(v.nackReceived) NACK, \(v.pliReceived) PLI" }
             if let a = s.audio { text += "; audio \(a.framesEncoded) frames, \(a.packetsSent) packets" }
             printError(text)
@@ -287,6 +442,8 @@ extension ExitCodes {
     static let serverRefused: Int32 = 82
     /// ICE, DTLS or SRTP did not come up, the fingerprint did not match, or the session failed for good.
     static let connectionFailed: Int32 = 83
+    /// The built-in viewer server could not listen (address in use, unknown address).
+    static let listenFailed: Int32 = 84
 
     static func code(for error: PublisherError) -> Int32 {
         switch error {
