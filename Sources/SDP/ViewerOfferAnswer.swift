@@ -11,7 +11,10 @@ public struct ViewerOffer: Hashable, Sendable {
         public var direction: String
         public var formats: [String]
         public var proto: String
-        public var wantsMedia: Bool { direction == "recvonly" || direction == "sendrecv" }
+        /// An audio or video section the viewer receives on (recvonly or sendrecv).
+        public var wantsMedia: Bool {
+            (kind == "audio" || kind == "video") && (direction == "recvonly" || direction == "sendrecv")
+        }
     }
 
     public var iceUfrag: String

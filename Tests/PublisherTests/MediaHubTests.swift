@@ -1,0 +1,107 @@
+import MediaTypes
+@testable import Publisher
+import RTP
+import Testing
+
+@Suite("Encode once, send to every connection (MediaHub)")
+struct MediaHubTests {
+    /// A frame cut once, for every connection.
+    static func batch(bytes: Int) -> PayloadBatch {
+        var batch = PayloadBatch()
+        var payloader = VP8Payloader(firstPictureID: 1)
+        [UInt8](repeating: 9, count: bytes).withUnsafeBytes { batch.fill($0, payloader: &payloader, maxPayloadSize: 1100) }
+        return batch
+    }
+
+    /// The packets a connection queued, as the receiver would parse them.
+    static func drain(_ c: MediaSenders) throws -> [RTPPacket] {
+        try c.state.withLock { s in
+            var out: [RTPPacket] = []
+            while let item = s.pacer.next(now: 1e9) {
+                if let bytes = s.streams[item.stream].history.withPacket(item.sequence, { $0 }) {
+                    out.append(try RTPPacket(parsing: bytes[...]))
+                }
+            }
+            return out
+        }
+    }
+
+    @Test func oneBatchReachesEveryConnectionWithItsOwnHeaders() throws {
+        let hub = MediaHub(videoBitrateCeiling: 1_000_000)
+        let a = hub.makeSenders([(.video, 96)]), b = hub.makeSenders([(.video, 120)])
+        hub.attach(a)
+        hub.attach(b)
+        a.setSending([.video])
+        b.setSending([.video])
+        let ts = hub.rtpTimestamp(.video, at: hub.origin + .milliseconds(100))
+        hub.send(Self.batch(bytes: 2500), kind: .video, rtpTimestamp: ts, isKeyframe: true)
+        let pa = try Self.drain(a), pb = try Self.drain(b)
+        #expect(pa.count == 3 && pb.count == 3)
+        #expect(pa.allSatisfy { $0.header.payloadType == 96 } && pb.allSatisfy { $0.header.payloadType == 120 })
+        #expect(pa[0].header.ssrc != pb[0].header.ssrc)
+        // One frame, one RTP time everywhere: 100 ms at 90 kHz after the hub's base.
+        #expect(pa.allSatisfy { $0.header.timestamp == ts } && pb.allSatisfy { $0.header.timestamp == ts })
+        #expect(ts == hub.videoTimestampBase &+ 9000)
+        #expect(pa.map(\.payload) == pb.map(\.payload))
+        #expect(pa.map(\.header.marker) == [false, false, true])
+    }
+
+    @Test func aConnectionNotSendingGetsNothingAndNothingIsWantedWithoutOne() throws {
+        let hub = MediaHub(videoBitrateCeiling: 1_000_000)
+        let viewer = hub.makeSenders([(.audio, 111), (.video, 96)])
+        hub.attach(viewer)
+        #expect(!hub.wants(.video) && !hub.wants(.audio))
+        hub.send(Self.batch(bytes: 100), kind: .video, rtpTimestamp: 0, isKeyframe: true)
+        #expect(try Self.drain(viewer).isEmpty)
+        viewer.setSending([.audio])
+        #expect(hub.wants(.audio) && !hub.wants(.video))
+        hub.detach(viewer)
+        #expect(!hub.wants(.audio) && hub.attachedCount == 0)
+    }
+
+    @Test func aNewConnectionWaitsForAKeyframe() throws {
+        let hub = MediaHub(videoBitrateCeiling: 1_000_000)
+        let viewer = hub.makeSenders([(.video, 96)])
+        hub.attach(viewer)
+        viewer.setSending([.video])
+        hub.send(Self.batch(bytes: 100), kind: .video, rtpTimestamp: 1, isKeyframe: false)
+        #expect(try Self.drain(viewer).isEmpty)
+        hub.send(Self.batch(bytes: 100), kind: .video, rtpTimestamp: 2, isKeyframe: true)
+        hub.send(Self.batch(bytes: 100), kind: .video, rtpTimestamp: 3, isKeyframe: false)
+        #expect(try Self.drain(viewer).map(\.header.timestamp) == [2, 3])
+    }
+
+    @Test func keyframeRequestsFromAnyConnectionAreMergedAndSpaced() {
+        let hub = MediaHub(videoBitrateCeiling: 1_000_000)
+        let a = hub.makeSenders([(.video, 96)]), b = hub.makeSenders([(.video, 96)])
+        hub.attach(a)
+        hub.attach(b)
+        let t0 = MonotonicTimestamp.now()
+        #expect(hub.takeKeyframeRequest(now: t0))              // the first frame is a keyframe
+        #expect(!hub.takeKeyframeRequest(now: t0 + .milliseconds(40)))
+        // Two viewers send PLI at once: one keyframe, not two, and not before the spacing.
+        a.state.withLock { $0.keyframeRequested = true }
+        b.state.withLock { $0.keyframeRequested = true }
+        #expect(!hub.takeKeyframeRequest(now: t0 + .milliseconds(100)))
+        #expect(hub.takeKeyframeRequest(now: t0 + .milliseconds(500)))
+        #expect(!hub.takeKeyframeRequest(now: t0 + .milliseconds(1200)))
+        // A request is kept until it can be served.
+        b.state.withLock { $0.keyframeRequested = true }
+        #expect(!hub.takeKeyframeRequest(now: t0 + .milliseconds(600)))
+        #expect(hub.takeKeyframeRequest(now: t0 + .milliseconds(1300)))
+    }
+
+    @Test func theVideoBitrateFollowsTheReceiverWithTheLeastRoom() {
+        let hub = MediaHub(videoBitrateCeiling: 1_000_000)
+        #expect(hub.videoBitrateTarget() == 1_000_000)
+        let a = hub.makeSenders([(.video, 96)]), b = hub.makeSenders([(.video, 96)])
+        hub.attach(a)
+        hub.attach(b)
+        a.setSending([.video])
+        b.setSending([.video])
+        b.state.withLock { $0.bitrate.estimatedMaximum(300_000) }
+        #expect(hub.videoBitrateTarget() <= 300_000)
+        b.setSending([])   // that viewer left: back to the other's room
+        #expect(hub.videoBitrateTarget() == a.state.withLock { $0.bitrate.target })
+    }
+}
