@@ -228,6 +228,14 @@ final class ALSASide: @unchecked Sendable {  // `pcm` and the buffers belong to 
         var filled = 0  // frames in the current chunk
         var chunkStart: MonotonicTimestamp?
         var firstAt: MonotonicTimestamp?
+        // Chunk times follow the sample count (exactly 10 ms apart) and are
+        // re-anchored to the driver's timestamps only when the two drift apart
+        // by more than `reanchorAfter`: the driver's times jitter by a few ms
+        // under load and must never make a chunk older than the one before.
+        var nextChunkAt: MonotonicTimestamp?
+        var lastChunkAt: MonotonicTimestamp?
+        let chunkDuration = Duration.nanoseconds(Int64(chunkFrames) * 1_000_000_000 / Int64(format.sampleRate))
+        let reanchorAfter = Duration.milliseconds(20)
         var stalled = stallOnceMilliseconds == 0
         let r = system.start(job.pcm)
         if r < 0 && r != -EBADFD {
@@ -246,6 +254,7 @@ final class ALSASide: @unchecked Sendable {  // `pcm` and the buffers belong to 
                 if !handle(n, job, operation: "snd_pcm_readi") { return }
                 filled = 0
                 chunkStart = nil
+                nextChunkAt = nil   // samples were lost: take the driver's time again
                 continue
             }
             // When the newest frame read was captured: the driver's timestamp minus what is still queued.
@@ -267,8 +276,15 @@ final class ALSASide: @unchecked Sendable {  // `pcm` and the buffers belong to 
                 filled += take
                 offset += take
                 if filled == chunkFrames {
-                    let chunk = AudioChunk(timestamp: chunkStart ?? now, format: format,
-                                           samples: UnsafeBufferPointer(job.chunk))
+                    let measured = chunkStart ?? now
+                    var at = measured
+                    if let expected = nextChunkAt, abs((measured - expected).nanosecondsClamped) <= reanchorAfter.nanosecondsClamped {
+                        at = expected
+                    }
+                    if let last = lastChunkAt, at <= last { at = last + .microseconds(1) }
+                    nextChunkAt = at + chunkDuration
+                    lastChunkAt = at
+                    let chunk = AudioChunk(timestamp: at, format: format, samples: UnsafeBufferPointer(job.chunk))
                     bus.deliverCaptured(chunk)
                     filled = 0
                     if firstAt == nil { firstAt = chunk.timestamp }
