@@ -254,7 +254,7 @@ final class RunningViewerServer: Sendable {
         let outcome = Mutex<(failure: String?, ended: Bool)>((nil, false))
         let ended = DispatchSemaphore(value: 0)
         let task = Task.detached {
-            do { try await server.run() } catch { outcome.withLock { $0.failure = "\(error)" } }
+            do { try await server.run() } catch { outcome.withLock { $0.failure = Self.explain(error) } }
             outcome.withLock { $0.ended = true }
             ended.signal()
         }
@@ -269,6 +269,15 @@ final class RunningViewerServer: Sendable {
             Thread.sleep(forTimeInterval: 0.02)
         }
         return RunningViewerServer(server: server, task: task, ended: ended)
+    }
+
+    /// SwiftNIO's socket errors read "bind(descriptor:ptr:bytes:): ... (errno: 98)";
+    /// the errno's own words say it better.
+    private static func explain(_ error: any Error) -> String {
+        let text = "\(error)"
+        guard let range = text.range(of: "(errno: "), let end = text[range.upperBound...].firstIndex(of: ")"),
+              let code = Int32(text[range.upperBound..<end]) else { return text }
+        return String(cString: strerror(code))
     }
 
     /// Stops gracefully (requests in flight finish), waiting at most 10 s.
