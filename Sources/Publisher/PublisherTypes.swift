@@ -33,6 +33,8 @@ public struct PublisherSettings: Sendable {
     public var maxReconnectDelay = 10.0
     /// Viewers served at once by the embedded WHEP side; more get an error.
     public var maxViewers = 16
+    /// A viewer whose ICE consent checks stop for this long is dropped (RFC 7675: 30 s).
+    public var viewerConsentTimeout = 30.0
 
     public init() {}
 }

@@ -82,7 +82,8 @@ final class ViewerSessions: Sendable {
         do {
             transport = try PeerTransport(
                 certificate: certificate, media: media, includeLoopback: settings.includeLoopbackCandidates,
-                stunServer: nil, connectTimeout: settings.connectTimeout, lite: true, logger: logger
+                stunServer: nil, connectTimeout: settings.connectTimeout, lite: true,
+                consentTimeout: settings.viewerConsentTimeout, logger: logger
             ) { [wake] phase in
                 switch phase {
                 case .connected: media.setSending(kinds)

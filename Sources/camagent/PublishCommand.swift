@@ -47,6 +47,9 @@ struct PublishCommand: ParsableCommand {
     @Option(help: "Access token for viewers (default: a random one, printed with the viewer URL).")
     var viewerToken: String?
 
+    @Option(help: "Seconds without ICE consent from a viewer before it is dropped (RFC 7675 says 30).")
+    var viewerTimeout = 30.0
+
     @Option(help: "Bearer token for the WHIP server.")
     var token: String?
 
@@ -94,6 +97,7 @@ struct PublishCommand: ParsableCommand {
         if let listen, parseListenAddress(listen) == nil {
             throw ValidationError("--listen takes HOST:PORT, e.g. 0.0.0.0:8080 or [::]:8080")
         }
+        guard (6...600).contains(viewerTimeout) else { throw ValidationError("--viewer-timeout takes 6 to 600 seconds") }
         if open && viewerToken != nil { throw ValidationError("--open and --viewer-token contradict each other") }
         if let viewerToken, viewerToken.isEmpty { throw ValidationError("--viewer-token must not be empty") }
         if let stun, parseHostPort(stun) == nil { throw ValidationError("--stun takes host:port with a numeric IP") }
@@ -144,6 +148,7 @@ struct PublishCommand: ParsableCommand {
         settings.stunServer = stun.flatMap(parseHostPort)
         settings.connectTimeout = connectTimeout
         settings.reconnect = whipReconnect
+        settings.viewerConsentTimeout = viewerTimeout
 
         let publisher: Publisher
         do {

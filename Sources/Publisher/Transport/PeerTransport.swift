@@ -83,9 +83,10 @@ final class PeerTransport: @unchecked Sendable {   // `run` state belongs to the
     private var rtcpBuffer: [UInt8] = []
     private var nextRTCP = 0.0
 
-    /// `lite`: the answering side of a viewer's offer (ICE-lite, controlled).
+    /// `lite`: the answering side of a viewer's offer (ICE-lite, controlled),
+    /// given up when the viewer's consent checks stop for `consentTimeout` s.
     init(certificate: DTLSCertificate, media: MediaSenders, includeLoopback: Bool, stunServer: TransportAddress?,
-         connectTimeout: Double = 30, lite: Bool = false, logger: Logger,
+         connectTimeout: Double = 30, lite: Bool = false, consentTimeout: Double = 30, logger: Logger,
          onPhase: @escaping @Sendable (Phase) -> Void) throws(ConnectionError) {
         self.certificate = certificate
         self.media = media
@@ -98,6 +99,8 @@ final class PeerTransport: @unchecked Sendable {   // `run` state belongs to the
         icePassword = credentials.password
         if lite {
             agent = ICEAgent(role: .controlled, localUfrag: iceUfrag, localPassword: icePassword, lite: true, logger: logger)
+            agent.timing.consentTimeout = consentTimeout
+            agent.timing.disconnectedAfter = min(agent.timing.disconnectedAfter, consentTimeout / 2)
         } else {
             agent = ICEAgent(role: .controlling, localUfrag: iceUfrag, localPassword: icePassword, nomination: .regular,
                              logger: logger)
