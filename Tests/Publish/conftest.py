@@ -4,4 +4,4 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from publish_support import janus_room, net, pattern_y4m, receiver_factory, workdir  # noqa: E402,F401
+from publish_support import janus_any_ice, janus_room, net, pattern_y4m, receiver_factory, workdir  # noqa: E402,F401

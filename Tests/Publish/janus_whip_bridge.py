@@ -41,8 +41,11 @@ OTHER_TRANSPORTS = ["mqtt", "nanomsg", "pfunix", "rabbitmq", "websockets"]
 EVENT_HANDLERS = ["gelfevh", "mqttevh", "nanomsgevh", "rabbitmqevh", "sampleevh", "wsevh"]
 
 
-def write_config(folder, *, ice_address, http_port, room=1234, videocodec="vp8,h264", lib=JANUS_LIB):
-    """Writes janus.jcfg, janus.transport.http.jcfg and janus.plugin.videoroom.jcfg into folder."""
+def write_config(folder, *, ice_address, http_port, room=1234, videocodec="vp8,h264", lib=JANUS_LIB, ice_lite=False):
+    """Writes janus.jcfg, janus.transport.http.jcfg and janus.plugin.videoroom.jcfg into folder.
+
+    ice_lite=True makes Janus an ICE-lite server (as many SFUs are): the
+    publisher must then be the controlling agent and nominate on its own."""
     os.makedirs(folder, exist_ok=True)
     disable = lambda kind, names, suffix="": ",".join(f"libjanus_{n}{suffix}.so" for n in names)  # noqa: E731
     with open(os.path.join(folder, "janus.jcfg"), "w") as f:
@@ -66,6 +69,7 @@ nat: {{
     nice_debug = false
     ice_enforce_list = "{ice_address}"
     ignore_mdns = true
+    ice_lite = {"true" if ice_lite else "false"}
 }}
 plugins: {{
     disable = "{disable('plugins', OTHER_PLUGINS)}"

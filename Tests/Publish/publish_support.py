@@ -343,13 +343,13 @@ class JanusRoom:
 
     ROOM = 1234
 
-    def __init__(self, net, workdir):
+    def __init__(self, net, workdir, ice_lite=False):
         from janus_whip_bridge import write_config
         self.net = net
         self.workdir = workdir
         self.http_port = 8088 if net.name else free_port()
         conf = os.path.join(workdir, "janus")
-        write_config(conf, ice_address=net.addr, http_port=self.http_port, room=self.ROOM)
+        write_config(conf, ice_address=net.addr, http_port=self.http_port, room=self.ROOM, ice_lite=ice_lite)
         self.api = f"http://{net.addr}:{self.http_port}/janus"
         self.janus = self._start_janus(conf)
         self.bridge_summary_path = os.path.join(workdir, "bridge.json")
@@ -401,11 +401,27 @@ def subscriber_result(proc, path, timeout):
         return json.load(f)
 
 
-@pytest.fixture
-def janus_room(net, workdir):
+def _janus(net, workdir, ice_lite):
     if not shutil.which("janus"):
         raise AssertionError("janus is not installed (scripts/install --test installs it)")
-    room = JanusRoom(net, workdir)
+    room = JanusRoom(net, workdir, ice_lite=ice_lite)
+    room.ice_lite = ice_lite
+    return room
+
+
+@pytest.fixture
+def janus_room(net, workdir):
+    """Janus (full ICE) behind the WHIP bridge."""
+    room = _janus(net, workdir, ice_lite=False)
+    yield room
+    for proc in (room.bridge, room.janus):
+        net.stop(proc)
+
+
+@pytest.fixture(params=[False, True], ids=["full-ice", "ice-lite"])
+def janus_any_ice(net, workdir, request):
+    """Janus behind the WHIP bridge, once as a full ICE agent and once ICE-lite."""
+    room = _janus(net, workdir, ice_lite=request.param)
     yield room
     for proc in (room.bridge, room.janus):
         net.stop(proc)

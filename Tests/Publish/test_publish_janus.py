@@ -14,7 +14,8 @@ PUBLISH = 12    # seconds camagent publishes: the subscriber joins and watches w
 
 
 @pytest.mark.parametrize("codec", ["vp8", "h264"])
-def test_through_janus(net, janus_room, codec):
+def test_through_janus(net, janus_any_ice, codec):
+    janus_room = janus_any_ice
     sub, sub_path = janus_room.subscribe(duration=WATCH)
     proc = camagent_publish(net, janus_room.url, codec=codec, duration=PUBLISH)
     if proc.returncode != EXIT_OK:
@@ -25,6 +26,8 @@ def test_through_janus(net, janus_room, codec):
     assert proc.returncode == EXIT_OK, describe(proc, janus_room.log())
     assert summary["error"] is None, (summary["error"], summary.get("janusEvents"))
     assert [r["deleted"] for r in bridge["resources"]] == [True], bridge["requests"]
+    # The server really was what the fixture says (ICE-lite or full).
+    assert ("a=ice-lite" in bridge["resources"][0]["answer"]) == janus_room.ice_lite
     assert len(summary["video"]) == 1 and len(summary["audio"]) == 1, summary
     check_video(summary["video"][0], duration=WATCH, codec=codec.upper())
     check_audio(summary["audio"][0], duration=WATCH)
