@@ -110,7 +110,9 @@ public struct ViewerAnswer: Sendable {
     /// sendonly and one codec, the others rejected (port 0); ICE-lite, one
     /// BUNDLE transport, rtcp-mux, all candidates.
     public func sessionDescription(answering offer: ViewerOffer, sessionID: UInt64) -> SessionDescription {
-        let accepted = tracks.compactMap { offer.sections[$0.sectionIndex].mid }
+        // In the offer's order: the first mid is the BUNDLE tag, and it must be the offerer's (JSEP).
+        let accepted = offer.sections.indices.filter { i in tracks.contains { $0.sectionIndex == i } }
+            .compactMap { offer.sections[$0].mid }
         var session = SessionDescription(sessionID: sessionID, sessionName: "camagent", attributes: [
             SDPAttribute("ice-lite"),
             SDPAttribute("group", "BUNDLE " + accepted.joined(separator: " ")),

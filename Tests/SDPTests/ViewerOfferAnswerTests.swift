@@ -59,8 +59,9 @@ struct ViewerOfferAnswerTests {
 
     static func answer(_ offer: ViewerOffer, video: CodecDescription = .vp8) -> (text: String, parsed: SessionDescription) {
         var tracks: [ViewerAnswer.Track] = []
-        if let v = offer.accepting("video", codec: video) { tracks.append(.init(sectionIndex: v.index, codec: v.codec, ssrc: 22)) }
+        // Audio first, as the publisher lists them; the offer has video first.
         if let a = offer.accepting("audio", codec: .opus) { tracks.append(.init(sectionIndex: a.index, codec: a.codec, ssrc: 11)) }
+        if let v = offer.accepting("video", codec: video) { tracks.append(.init(sectionIndex: v.index, codec: v.codec, ssrc: 22)) }
         let answer = ViewerAnswer(
             iceUfrag: "srv1", icePwd: "serverpasswordserverpass", fingerprint: "AA:BB",
             setup: ViewerAnswer.setup(answering: offer.setup),
@@ -96,6 +97,7 @@ struct ViewerOfferAnswerTests {
         let offer = try ViewerOffer(try SessionDescription(parsing: Self.browserOffer))
         let (text, parsed) = Self.answer(offer)
         #expect(parsed.isICELite)
+        // The offer's order, whatever order the tracks were given in: the tag comes first.
         #expect(parsed.value("group") == "BUNDLE 0 1")
         #expect(parsed.media.map(\.kind) == ["video", "audio", "application"])
         let video = parsed.media[0], audio = parsed.media[1], data = parsed.media[2]
