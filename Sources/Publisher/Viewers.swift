@@ -103,6 +103,8 @@ final class ViewerSessions: Sendable {
             tracks: tracks.map { ViewerAnswer.Track(sectionIndex: $0.section, codec: $0.codec, ssrc: ssrcs[$0.kind] ?? 0) },
             cname: transport.cname, streamID: settings.name)
         let answerText = answer.sessionDescription(answering: offer, sessionID: .random(in: 1...UInt64(Int64.max))).text
+        logger.debug("viewer \(id) offer:\n\(text)")
+        logger.debug("viewer \(id) answer:\n\(answerText)")
         let session = Session(id: id, media: media, transport: transport,
                               codecs: Dictionary(uniqueKeysWithValues: tracks.map { ($0.kind, $0.codec.name) }))
         sessions.withLock { $0[id] = session }

@@ -130,8 +130,9 @@ def test_peer_vanishes_then_reconnect(net, receiver_factory):
 
 
 def test_bad_usage(net):
-    proc = net.run([BIN, "publish", "--device", "test-pattern", "--codec", "vp8"], timeout=30)
-    assert proc.returncode == EXIT_USAGE, describe(proc)   # no --whip
+    for bad in (["--listen", "nowhere"], ["--open", "--viewer-token", "t"], ["--viewer-timeout", "1"]):
+        proc = net.run([BIN, "publish", "--device", "test-pattern", *bad], timeout=30)
+        assert proc.returncode == EXIT_USAGE, (bad, describe(proc))
     proc = net.run([BIN, "publish", "--device", "test-pattern", "--whip", f"http://{net.addr}:9/whip",
                     "--codec", "theora"], timeout=30)
     assert proc.returncode == EXIT_USAGE, describe(proc)
