@@ -124,6 +124,12 @@ class TrackRecord:
         self.payload_types = {}
         self.codecs = {}
         self.rtcp = {}
+        # For the glass-to-decoded latency: each decoded video frame's RTP time
+        # and wall-clock arrival, and the sender reports that map RTP time to
+        # the sender's wall clock (same host: the same clock).
+        self.arrivals = []
+        self.sender_report = None   # (NTP seconds as Unix time, RTP timestamp) of the latest SR
+        self.receiver = None
 
     def add_video(self, frame):
         w, h = frame.width, frame.height
@@ -133,6 +139,29 @@ class TrackRecord:
         plane = frame.planes[0]
         y = np.frombuffer(plane, dtype=np.uint8).reshape(h, plane.line_size)[:, :w]
         self.counters.append(decode_counter(y))
+        if frame.pts is not None:
+            self.arrivals.append((time.time(), int(frame.pts)))
+
+    def latency(self):
+        """Capture (the sender's RTP time on its wall clock, via its latest sender
+        report) to decoded here, in ms: p50, p99 and how many frames; None without an SR."""
+        if self.sender_report is None or not self.arrivals:
+            return None
+        sr_unix, sr_rtp = self.sender_report
+        # aiortc hands out frame times counted from its first frame's RTP time.
+        mapper = getattr(self.receiver, "_RTCRtpReceiver__timestamp_mapper", None)
+        origin = getattr(mapper, "_origin", None)
+        if origin is None:
+            return None
+        values = []
+        for arrived, pts in self.arrivals:
+            rtp = (origin + pts) & 0xFFFFFFFF
+            delta = ((rtp - sr_rtp + 2**31) % 2**32) - 2**31   # signed 32-bit RTP difference
+            captured = sr_unix + delta / 90000.0
+            values.append((arrived - captured) * 1000)
+        values.sort()
+        pick = lambda q: round(values[min(len(values) - 1, int(q * len(values)))], 2)  # noqa: E731
+        return {"p50": pick(0.50), "p99": pick(0.99), "frames": len(values)}
 
     def add_audio(self, frame):
         self.sample_rate = frame.sample_rate
@@ -176,6 +205,7 @@ class TrackRecord:
             "rtcpReceived": dict(self.rtcp),
         }
         if self.kind == "video":
+            out["latencyMs"] = self.latency()
             out["sizes"] = dict(self.sizes)
             out["counters"] = list(self.counters)
             out.update(counter_analysis(self.counters))
@@ -256,6 +286,7 @@ class Session:
 
     def _tap_receiver(self, receiver, record):
         """Counts RTP packets, payload types and codecs, and RTCP types, as they arrive."""
+        record.receiver = receiver
         rtp_handler = receiver._handle_rtp_packet
         rtcp_handler = receiver._handle_rtcp_packet
 
@@ -273,6 +304,10 @@ class Session:
         async def on_rtcp(packet):
             name = type(packet).__name__
             record.rtcp[name] = record.rtcp.get(name, 0) + 1
+            info = getattr(packet, "sender_info", None)
+            if info is not None:
+                ntp = info.ntp_timestamp
+                record.sender_report = ((ntp >> 32) - 2208988800 + (ntp & 0xFFFFFFFF) / 2**32, info.rtp_timestamp)
             return await rtcp_handler(packet)
 
         receiver._handle_rtp_packet = on_rtp
