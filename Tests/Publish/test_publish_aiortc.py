@@ -126,7 +126,9 @@ def test_peer_vanishes_then_reconnect(net, receiver_factory):
     later = sessions[-1]
     assert later["video"] and later["video"][0]["frames"] > 0, later
     assert later["video"][0]["countersRead"] > 0 and later["video"][0]["backwards"] == 0, later["video"][0]
-    assert later["deleted"]
+    # Every session camagent left behind was DELETEd (the vanished one excepted).
+    brief = [{k: s[k] for k in ("id", "states", "deleted", "vanished", "connectedAt")} for s in sessions]
+    assert later["deleted"], (brief, summary["requests"][-6:], proc.stdout[-3000:], proc.stderr[-2000:])
 
 
 def test_bad_usage(net):
