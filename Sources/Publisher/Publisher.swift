@@ -242,10 +242,7 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
         }
         let offer = PublisherOffer(
             iceUfrag: transport.iceUfrag, icePwd: transport.icePassword, fingerprint: certificate.fingerprint,
-            candidates: transport.localCandidates.map { c in
-                ICECandidate(foundation: c.foundation, priority: c.priority, address: c.ip, port: Int(c.port), type: c.type,
-                             relatedAddress: c.relatedAddress?.ip, relatedPort: c.relatedAddress.map { Int($0.port) })
-            },
+            candidates: transport.sdpCandidates,
             audio: audio != nil ? [.opus] : [], video: video != nil ? settings.codecPreference.map(\.description) : [],
             audioSSRC: audioSSRC, videoSSRC: videoSSRC, cname: transport.cname, streamID: settings.name)
         let offerText = offer.sessionDescription(sessionID: .random(in: 1...UInt64(Int64.max))).text
@@ -281,10 +278,7 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
         transport.start(remote: PeerTransport.Remote(
             ufrag: answer.iceUfrag, password: answer.icePwd, isLite: answer.iceLite, fingerprint: answer.fingerprint,
             setup: answer.setup,
-            candidates: answer.candidates.filter { $0.transport == "udp" && $0.component == 1 }.compactMap { c in
-                guard let port = UInt16(exactly: c.port) else { return nil }
-                return (c.address, port, c.priority, c.type, c.foundation)
-            }))
+            candidates: PeerTransport.usable(answer.candidates)))
         control.withLock { $0.transport = transport }
         defer {
             media.setSending([])

@@ -97,9 +97,7 @@ final class ViewerSessions: Sendable {
         let answer = ViewerAnswer(
             iceUfrag: transport.iceUfrag, icePwd: transport.icePassword, fingerprint: certificate.fingerprint,
             setup: ViewerAnswer.setup(answering: offer.setup),
-            candidates: transport.localCandidates.map { c in
-                ICECandidate(foundation: c.foundation, priority: c.priority, address: c.ip, port: Int(c.port), type: c.type)
-            },
+            candidates: transport.sdpCandidates,
             tracks: tracks.map { ViewerAnswer.Track(sectionIndex: $0.section, codec: $0.codec, ssrc: ssrcs[$0.kind] ?? 0) },
             cname: transport.cname, streamID: settings.name)
         let answerText = answer.sessionDescription(answering: offer, sessionID: .random(in: 1...UInt64(Int64.max))).text
@@ -114,10 +112,7 @@ final class ViewerSessions: Sendable {
         transport.start(remote: PeerTransport.Remote(
             ufrag: offer.iceUfrag, password: offer.icePwd, isLite: false, fingerprint: offer.fingerprint,
             setup: offer.setup == "passive" ? "passive" : "active",
-            candidates: offer.candidates.filter { $0.transport == "udp" && $0.component == 1 }.compactMap { c in
-                guard let port = UInt16(exactly: c.port) else { return nil }
-                return (c.address, port, c.priority, c.type, c.foundation)
-            }))
+            candidates: PeerTransport.usable(offer.candidates)))
         logger.info("viewer \(id): answered (\(tracks.map { "\($0.kind.rawValue) \($0.codec.name)" }.joined(separator: ", ")))")
         return (id, answerText)
     }

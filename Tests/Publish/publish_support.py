@@ -406,22 +406,20 @@ def _janus(net, workdir, ice_lite):
         raise AssertionError("janus is not installed (scripts/install --test installs it)")
     room = JanusRoom(net, workdir, ice_lite=ice_lite)
     room.ice_lite = ice_lite
-    return room
+    try:
+        yield room
+    finally:
+        for proc in (room.bridge, room.janus):
+            net.stop(proc)
 
 
 @pytest.fixture
 def janus_room(net, workdir):
     """Janus (full ICE) behind the WHIP bridge."""
-    room = _janus(net, workdir, ice_lite=False)
-    yield room
-    for proc in (room.bridge, room.janus):
-        net.stop(proc)
+    yield from _janus(net, workdir, ice_lite=False)
 
 
 @pytest.fixture(params=[False, True], ids=["full-ice", "ice-lite"])
 def janus_any_ice(net, workdir, request):
     """Janus behind the WHIP bridge, once as a full ICE agent and once ICE-lite."""
-    room = _janus(net, workdir, ice_lite=request.param)
-    yield room
-    for proc in (room.bridge, room.janus):
-        net.stop(proc)
+    yield from _janus(net, workdir, ice_lite=request.param)

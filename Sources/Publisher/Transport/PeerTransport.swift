@@ -2,6 +2,7 @@ import ICE
 import Logging
 import MediaTypes
 import RTP
+import SDP
 import SecureTransport
 import Synchronization
 #if canImport(Glibc)
@@ -135,6 +136,22 @@ final class PeerTransport: @unchecked Sendable {   // `run` state belongs to the
 
     deinit {
         for socket in sockets { socket.close() }
+    }
+
+    /// The local candidates as SDP lines carry them.
+    var sdpCandidates: [ICECandidate] {
+        localCandidates.map { c in
+            ICECandidate(foundation: c.foundation, priority: c.priority, address: c.ip, port: Int(c.port), type: c.type,
+                         relatedAddress: c.relatedAddress?.ip, relatedPort: c.relatedAddress.map { Int($0.port) })
+        }
+    }
+
+    /// The candidates of a peer's SDP this transport can use: UDP, RTP component.
+    static func usable(_ candidates: [ICECandidate]) -> [(ip: String, port: UInt16, priority: UInt32, type: String, foundation: String)] {
+        candidates.filter { $0.transport == "udp" && $0.component == 1 }.compactMap { c in
+            guard let port = UInt16(exactly: c.port) else { return nil }
+            return (c.address, port, c.priority, c.type, c.foundation)
+        }
     }
 
     /// Where the connection is.
