@@ -139,8 +139,7 @@ def report(results):
         other = p.get(f"GStreamer {codec}") if name.startswith("camagent") else None
         ratio = f"**{r['cpu_ms'] / other['cpu_ms']:.2f}**" if other and other["cpu_ms"] else ""
         gap = r["maxGap"]
-        latency = (f"{fmt(r['latency_p50'], 0)} / {fmt(r['latency_p99'], 0)}"
-                   if name.startswith("camagent") else "not measured")
+        latency = f"{fmt(r['latency_p50'], 0)} / {fmt(r['latency_p99'], 0)}"
         lines.append(f"| {name} | {fmt(r['cpu_ms'])} | {ratio} | {fmt(r['allocs'], 1)} | {fmt(r['rss_mib'], 0)} | "
                      f"{fmt(r['fps'], 1)} | {fmt(r['kbps'], 0)} | {gap} | {latency} |")
     return "\n".join(lines)
