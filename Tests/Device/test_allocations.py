@@ -14,7 +14,9 @@ import pytest
 from conftest import ROOT, BIN, last_json, run
 
 # A few allocations can land in the long run only (a log line, a stats
-# snapshot); one allocation per frame would show as >= 1.0.
+# snapshot, the frame-rate governor's notice when the slow VM lags): the long
+# runs are long enough that one such line stays far below the bound, while
+# one allocation per frame would show as >= 1.0.
 MAX_ALLOCATIONS_PER_FRAME = 0.05
 
 
@@ -47,7 +49,7 @@ def per_unit(counter, tmp_path, short, long, units):
 @pytest.mark.parametrize("fmt", ["yuyv", "nv12"])
 def test_vivid_capture_allocates_nothing_per_frame(vivid, counter, tmp_path, fmt):
     base = ["capture", "--device", vivid, "--size", "320x240", "--fps", "30", "--format", fmt]
-    rate, a, b = per_unit(counter, tmp_path, base + ["--frames", "15"], base + ["--frames", "90"],
+    rate, a, b = per_unit(counter, tmp_path, base + ["--frames", "15"], base + ["--frames", "300"],
                           lambda s: s["frames"])
     assert rate < MAX_ALLOCATIONS_PER_FRAME, f"{rate:.2f} allocations per frame ({a} → {b})"
 
