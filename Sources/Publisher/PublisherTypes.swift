@@ -165,3 +165,101 @@ public struct PublisherStats: Sendable, Codable, Hashable {
     public var frameRate: Double
     public var viewers: [ViewerStats]
 }
+
+/// One entry of a W3C WebRTC statistics report (webrtc-stats): an outgoing
+/// RTP stream (`outbound-rtp`), what its receiver reported back about it
+/// (`remote-inbound-rtp`), or the transport's selected pair (`candidate-pair`).
+/// Members follow the specification's names; those that do not apply to an
+/// entry's type are left out of its JSON.
+public struct RTCStatsEntry: Sendable, Codable, Hashable {
+    public var id: String
+    public var type: String
+    /// Milliseconds since the Unix epoch, as the specification's DOMHighResTimeStamp.
+    public var timestamp: Double
+    public var ssrc: UInt32?
+    public var kind: String?
+    public var mimeType: String?
+    // outbound-rtp
+    public var packetsSent: UInt64?
+    public var bytesSent: UInt64?
+    public var framesEncoded: UInt64?
+    public var keyFramesEncoded: UInt64?
+    public var framesPerSecond: Double?
+    public var targetBitrate: Double?
+    public var retransmittedPacketsSent: UInt64?
+    public var nackCount: UInt64?
+    public var pliCount: UInt64?
+    public var firCount: UInt64?
+    public var remoteId: String?
+    // remote-inbound-rtp
+    public var localId: String?
+    public var packetsLost: Int64?
+    public var fractionLost: Double?
+    public var jitter: Double?
+    public var roundTripTime: Double?
+    // candidate-pair ("local -> remote" as camagent prints it: not a spec member)
+    public var state: String?
+    public var nominated: Bool?
+    public var addresses: String?
+
+    init(id: String, type: String, timestamp: Double) {
+        self.id = id
+        self.type = type
+        self.timestamp = timestamp
+    }
+}
+
+extension PublisherStats {
+    /// The stats as a W3C-style report: for the WHIP session and each
+    /// viewer, each stream's outbound-rtp and remote-inbound-rtp, and the
+    /// selected candidate pair. `timestamp` is in ms since the Unix epoch.
+    public func rtcStatsReport(timestamp: Double) -> [RTCStatsEntry] {
+        var entries: [RTCStatsEntry] = []
+        func add(_ stream: StreamStats?, connection: String) {
+            guard let s = stream else { return }
+            let outboundID = "outbound-rtp-\(connection)-\(s.ssrc)", remoteID = "remote-inbound-rtp-\(connection)-\(s.ssrc)"
+            var out = RTCStatsEntry(id: outboundID, type: "outbound-rtp", timestamp: timestamp)
+            out.ssrc = s.ssrc
+            out.kind = s.kind.rawValue
+            out.mimeType = "\(s.kind.rawValue)/\(s.codec)"
+            out.packetsSent = s.packetsSent
+            out.bytesSent = s.bytesSent
+            out.framesEncoded = s.kind == .video ? s.framesEncoded : nil
+            out.keyFramesEncoded = s.kind == .video ? s.keyframesEncoded : nil
+            out.framesPerSecond = s.kind == .video ? s.frameRate : nil
+            out.targetBitrate = s.targetBitrate.map(Double.init)
+            out.retransmittedPacketsSent = s.packetsRetransmitted
+            out.nackCount = s.nackReceived
+            out.pliCount = s.kind == .video ? s.pliReceived : nil
+            out.firCount = s.kind == .video ? s.firReceived : nil
+            out.remoteId = remoteID
+            entries.append(out)
+            var remote = RTCStatsEntry(id: remoteID, type: "remote-inbound-rtp", timestamp: timestamp)
+            remote.ssrc = s.ssrc
+            remote.kind = s.kind.rawValue
+            remote.localId = outboundID
+            remote.packetsLost = s.packetsLost
+            remote.fractionLost = s.fractionLost
+            remote.jitter = s.jitter
+            remote.roundTripTime = s.rtt
+            entries.append(remote)
+        }
+        func pair(_ addresses: String?, connection: String, connected: Bool) {
+            guard let addresses else { return }
+            var p = RTCStatsEntry(id: "candidate-pair-\(connection)", type: "candidate-pair", timestamp: timestamp)
+            p.state = connected ? "succeeded" : "in-progress"
+            p.nominated = true
+            p.addresses = addresses
+            entries.append(p)
+        }
+        add(video, connection: "whip")
+        add(audio, connection: "whip")
+        pair(selectedPair, connection: "whip", connected: state == .connected)
+        for viewer in viewers {
+            add(viewer.video, connection: "viewer-\(viewer.id)")
+            add(viewer.audio, connection: "viewer-\(viewer.id)")
+            pair(viewer.selectedPair, connection: "viewer-\(viewer.id)", connected: viewer.state == "connected")
+        }
+        return entries
+    }
+}

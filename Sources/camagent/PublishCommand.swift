@@ -379,6 +379,8 @@ final class EventPrinter: Sendable {
         var event: String; var state: String; var video: StreamStats?; var audio: StreamStats?; var selectedPair: String?
         var connections: Int; var packetsDroppedByPacer: UInt64; var framesEncoded: UInt64; var framesDropped: UInt64
         var frameRate: Double; var viewers: Int; var viewerStats: [ViewerStats]
+        /// The same numbers as a W3C webrtc-stats report (outbound-rtp, remote-inbound-rtp, candidate-pair).
+        var rtcStats: [RTCStatsEntry]
         init(_ event: String, _ s: PublisherStats) {
             self.event = event
             state = s.state.rawValue
@@ -392,6 +394,7 @@ final class EventPrinter: Sendable {
             frameRate = s.frameRate
             viewers = s.viewers.filter { $0.state == "connected" }.count
             viewerStats = s.viewers
+            rtcStats = s.rtcStatsReport(timestamp: Date().timeIntervalSince1970 * 1000)
         }
     }
 

@@ -41,6 +41,16 @@ def check_good_run(proc, summary, *, codec, receiver_log=""):
     assert len(session["video"]) == 1 and len(session["audio"]) == 1, session
     check_video(session["video"][0], duration=DURATION, codec=codec)
     check_audio(session["audio"][0], duration=DURATION)
+    # The W3C-style report carries the same streams, and the receiver's reports came back.
+    report = final[-1]["rtcStats"]
+    outbound = {e["kind"]: e for e in report if e["type"] == "outbound-rtp"}
+    assert set(outbound) == {"audio", "video"}, report
+    assert outbound["video"]["packetsSent"] == final[-1]["video"]["packetsSent"], report
+    assert outbound["video"]["mimeType"].lower() == f"video/{codec.lower()}", report
+    remote = [e for e in report if e["type"] == "remote-inbound-rtp"]
+    assert {e["localId"] for e in remote} == {e["id"] for e in outbound.values()}, report
+    assert any(e.get("roundTripTime") is not None for e in remote), report
+    assert [e["state"] for e in report if e["type"] == "candidate-pair"] == ["succeeded"], report
     # camagent's count of what it sent cannot be below what arrived.
     assert final[-1]["video"]["packetsSent"] >= session["video"][0]["rtpPackets"], (final[-1], session["video"][0])
 
