@@ -52,32 +52,39 @@ final class VideoPipeline: VideoCaptureConsumer, @unchecked Sendable {   // enco
         do throws(CodecError) {
             switch codec {
             case .vp8:
-                if vp8?.size != size {
-                    vp8 = try VP8Encoder(size: size, framesPerSecond: fps, bitrateKbps: target / 1000)
-                    logger.info("VP8 encoder: \(size) at \(target / 1000) kbps")
-                }
-                guard let encoder = vp8 else { return }
-                if abs(encoder.bitrateKbps - target / 1000) * 20 > encoder.bitrateKbps { try encoder.setBitrate(kbps: target / 1000) }
-                try encoder.encode(frame, forceKeyframe: keyframe) { encoded in
-                    batch.fill(encoded.bytes, payloader: &vp8Payloader, maxPayloadSize: MediaSenders.maxPayloadSize)
-                    hub.send(batch, kind: .video, rtpTimestamp: timestamp, isKeyframe: encoded.isKeyframe)
+                try encode(frame, with: &vp8, payloader: &vp8Payloader, size: size, target: target, keyframe: keyframe,
+                           timestamp: timestamp) { () throws(CodecError) in
+                    try VP8Encoder(size: size, framesPerSecond: fps, bitrateKbps: target / 1000)
                 }
             case .h264:
-                if h264?.size != size {
-                    h264 = try H264Encoder(size: size, framesPerSecond: fps, bitrateKbps: target / 1000)
-                    logger.info("H.264 encoder: \(size) at \(target / 1000) kbps")
-                }
-                guard let encoder = h264 else { return }
-                if abs(encoder.bitrateKbps - target / 1000) * 20 > encoder.bitrateKbps { try encoder.setBitrate(kbps: target / 1000) }
-                try encoder.encode(frame, forceKeyframe: keyframe) { encoded in
-                    batch.fill(encoded.bytes, payloader: &h264Payloader, maxPayloadSize: MediaSenders.maxPayloadSize)
-                    hub.send(batch, kind: .video, rtpTimestamp: timestamp, isKeyframe: encoded.isKeyframe)
+                try encode(frame, with: &h264, payloader: &h264Payloader, size: size, target: target, keyframe: keyframe,
+                           timestamp: timestamp) { () throws(CodecError) in
+                    try H264Encoder(size: size, framesPerSecond: fps, bitrateKbps: target / 1000)
                 }
             }
             counters.withLock { $0.encoded += 1 }
         } catch {
             failed = true
             onError(.encoder(error))
+        }
+    }
+
+    /// One frame through one codec: the encoder is (re)made when the frame
+    /// size changes, follows the bitrate target when it moves by over 5 %,
+    /// and each encoded frame is cut once and handed to every connection.
+    private func encode<E: VideoFrameEncoder, P: RTPPayloader>(
+        _ frame: VideoFrame, with encoder: inout E?, payloader: inout P, size: FrameSize, target: Int, keyframe: Bool,
+        timestamp: UInt32, make: () throws(CodecError) -> E
+    ) throws(CodecError) {
+        if encoder?.size != size {
+            encoder = try make()
+            logger.info("\(E.codecName) encoder: \(size) at \(target / 1000) kbps")
+        }
+        guard let encoder else { return }
+        if abs(encoder.bitrateKbps - target / 1000) * 20 > encoder.bitrateKbps { try encoder.setBitrate(kbps: target / 1000) }
+        try encoder.encode(frame, forceKeyframe: keyframe) { encoded in
+            batch.fill(encoded.bytes, payloader: &payloader, maxPayloadSize: MediaSenders.maxPayloadSize)
+            hub.send(batch, kind: .video, rtpTimestamp: timestamp, isKeyframe: encoded.isKeyframe)
         }
     }
 
@@ -88,6 +95,19 @@ final class VideoPipeline: VideoCaptureConsumer, @unchecked Sendable {   // enco
         }
     }
 }
+
+/// What `VideoPipeline` needs of a video encoder; VP8Encoder and
+/// H264Encoder have this shape already.
+protocol VideoFrameEncoder: AnyObject {
+    static var codecName: String { get }
+    var size: FrameSize { get }
+    var bitrateKbps: Int { get }
+    func setBitrate(kbps: Int) throws(CodecError)
+    func encode(_ frame: VideoFrame, forceKeyframe: Bool, _ output: (EncodedVideoFrame) -> Void) throws(CodecError)
+}
+
+extension VP8Encoder: VideoFrameEncoder { static var codecName: String { "VP8" } }
+extension H264Encoder: VideoFrameEncoder { static var codecName: String { "H.264" } }
 
 /// Encodes captured audio into 20 ms Opus packets on the audio thread, once
 /// for every connection and only while someone receives audio. RTP
