@@ -384,6 +384,21 @@ class JanusRoom:
                                "--summary", path, "-v"], "janus-subscriber", self.workdir)
         return proc, path
 
+    def watch(self, publish, *, watch):
+        """A subscriber watches for `watch` seconds while publish() runs a publisher
+        (returning its CompletedProcess); checks what any path through Janus must
+        show and returns (subscriber summary, bridge summary)."""
+        sub, sub_path = self.subscribe(duration=watch)
+        proc = publish()
+        if proc.returncode != EXIT_OK:
+            self.net.stop(sub)  # it would wait for a publisher that never comes
+            raise AssertionError(describe(proc, self.log()))
+        summary = subscriber_result(sub, sub_path, timeout=60)
+        bridge = self.stop_bridge()
+        assert summary["error"] is None, (summary["error"], summary.get("janusEvents"))
+        assert [r["deleted"] for r in bridge["resources"]] == [True], bridge["requests"]
+        return summary, bridge
+
     def stop_bridge(self):
         self.net.stop(self.bridge)
         with open(self.bridge_summary_path) as f:

@@ -7,7 +7,7 @@ same path is proven with aiortc's publisher in test_receiver_selfcheck.py.
 """
 import pytest
 
-from publish_support import EXIT_OK, camagent_publish, check_audio, check_video, describe, subscriber_result
+from publish_support import camagent_publish, check_audio, check_video
 
 WATCH = 5       # seconds the subscriber decodes, once it has joined
 PUBLISH = 12    # seconds camagent publishes: the subscriber joins and watches within them
@@ -15,19 +15,10 @@ PUBLISH = 12    # seconds camagent publishes: the subscriber joins and watches w
 
 @pytest.mark.parametrize("codec", ["vp8", "h264"])
 def test_through_janus(net, janus_any_ice, codec):
-    janus_room = janus_any_ice
-    sub, sub_path = janus_room.subscribe(duration=WATCH)
-    proc = camagent_publish(net, janus_room.url, codec=codec, duration=PUBLISH)
-    if proc.returncode != EXIT_OK:
-        net.stop(sub)  # it would wait for a publisher that never comes
-        raise AssertionError(describe(proc, janus_room.log()))
-    summary = subscriber_result(sub, sub_path, timeout=60)
-    bridge = janus_room.stop_bridge()
-    assert proc.returncode == EXIT_OK, describe(proc, janus_room.log())
-    assert summary["error"] is None, (summary["error"], summary.get("janusEvents"))
-    assert [r["deleted"] for r in bridge["resources"]] == [True], bridge["requests"]
+    summary, bridge = janus_any_ice.watch(
+        lambda: camagent_publish(net, janus_any_ice.url, codec=codec, duration=PUBLISH), watch=WATCH)
     # The server really was what the fixture says (ICE-lite or full).
-    assert ("a=ice-lite" in bridge["resources"][0]["answer"]) == janus_room.ice_lite
+    assert ("a=ice-lite" in bridge["resources"][0]["answer"]) == janus_any_ice.ice_lite
     assert len(summary["video"]) == 1 and len(summary["audio"]) == 1, summary
     check_video(summary["video"][0], duration=WATCH, codec=codec.upper())
     check_audio(summary["audio"][0], duration=WATCH)

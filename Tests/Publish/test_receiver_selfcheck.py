@@ -5,7 +5,7 @@ import pytest
 
 from publish_support import (EXIT_CONNECTION, EXIT_OK, EXIT_REFUSED, EXIT_UNAUTHORIZED, EXIT_UNREACHABLE,
                              aiortc_publish, check_audio, check_video, describe, json_lines, states,
-                             subscriber_result, total_frames)
+                             total_frames)
 
 TOKEN = "selfcheck-token"
 
@@ -114,15 +114,7 @@ def test_vanish_then_reconnect(net, receiver_factory, pattern_y4m):
 @pytest.mark.parametrize("codec", ["vp8", "h264"])
 def test_janus_path(net, janus_room, pattern_y4m, codec):
     """aiortc publisher -> bridge -> Janus -> aiortc subscriber: the path test_publish_janus.py uses."""
-    sub, sub_path = janus_room.subscribe(duration=4)
-    proc = aiortc_publish(net, janus_room.url, pattern_y4m, codec=codec, duration=9)
-    if proc.returncode != EXIT_OK:
-        net.stop(sub)  # it would wait for a publisher that never comes
-        raise AssertionError(describe(proc, janus_room.log()))
-    summary = subscriber_result(sub, sub_path, timeout=60)
-    bridge = janus_room.stop_bridge()
-    assert proc.returncode == EXIT_OK, describe(proc, janus_room.log())
-    assert summary["error"] is None, (summary["error"], summary.get("janusEvents"))
-    assert [r["deleted"] for r in bridge["resources"]] == [True], bridge["requests"]
+    summary, _ = janus_room.watch(
+        lambda: aiortc_publish(net, janus_room.url, pattern_y4m, codec=codec, duration=9), watch=4)
     check_video(summary["video"][0], duration=4, codec=codec.upper())
     check_audio(summary["audio"][0], duration=4)
