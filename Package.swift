@@ -143,7 +143,7 @@ let package = Package(
         .executableTarget(
             name: "camagent",
             dependencies: [
-                "MediaTypes", "PixelConversion", "VideoSources", "AudioDevices", "MediaFiles", "Publisher", "ICE", "WHIP",
+                "MediaTypes", "PixelConversion", "VideoSources", "AudioDevices", "MediaFiles", "Encoders", "Publisher", "ICE", "WHIP",
                 "ViewerServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),

@@ -35,14 +35,27 @@ struct BenchCommand: ParsableCommand {
     @Option(help: "A JPEG file to time MJPEG decoding with (its size overrides --size for that part).")
     var jpeg: String?
 
-    @Flag(inversion: .prefixedNo, help: "Time YUYV→NV12 against memcpy (off to time only --jpeg).")
+    @Flag(inversion: .prefixedNo, help: "Time YUYV→NV12 against memcpy (off to time only --jpeg or --encode).")
     var conversion = true
+
+    @Option(help: "Time a video encoder alone (vp8 or h264) on --encode-frames test-pattern frames at --size.")
+    var encode: String?
+
+    @Option(help: "Frames the encoder is timed on.")
+    var encodeFrames = 300
+
+    @Option(help: "Encoder target bitrate in kbit/s.")
+    var bitrate = 1500
 
     @Flag(help: "Print the results as one JSON object.")
     var json = false
 
     func validate() throws {
         guard frames > 0, rounds > 0 else { throw ValidationError("--frames and --rounds must be positive") }
+        guard encodeFrames > 0, bitrate > 0 else { throw ValidationError("--encode-frames and --bitrate must be positive") }
+        if let encode, EncodeBenchmark.Codec(rawValue: encode) == nil {
+            throw ValidationError("--encode takes vp8 or h264")
+        }
     }
 
     func run() throws {
@@ -57,6 +70,15 @@ struct BenchCommand: ParsableCommand {
             } catch {
                 printError("camagent: \(jpeg): \(error)")
                 throw ExitCode(ExitCodes.usage)
+            }
+        }
+        if let encode, let codec = EncodeBenchmark.Codec(rawValue: encode) {
+            do {
+                result.encode = try EncodeBenchmark(codec: codec, size: size, frames: encodeFrames, framesPerSecond: 30,
+                                                    bitrateKbps: bitrate).run()
+            } catch {
+                printError("camagent: \(codec.rawValue) encoder: \(error)")
+                throw ExitCode(ExitCodes.driverError)
             }
         }
         print(json ? JSONOutput.line(result) : result.text)

@@ -5,6 +5,7 @@ import PixelConversion
 struct BenchResult: Encodable {
     var conversion: ConversionBenchResult?
     var mjpeg: MJPEGBenchResult?
+    var encode: EncodeBenchResult?
 
     var text: String {
         var lines: [String] = []
@@ -20,6 +21,12 @@ struct BenchResult: Encodable {
             lines.append("MJPEG (\(m.width)x\(m.height), \(m.jpegBytes) bytes) → NV12: "
                 + "\((m.nanosecondsPerFrame / 1e6).formatted(decimals: 3)) ms/frame, "
                 + "\((m.nanosecondsPerMegapixel / 1e6).formatted(decimals: 3)) ms/megapixel")
+        }
+        if let e = encode {
+            lines.append("\(e.codec) encode (\(e.width)x\(e.height), \(e.frames) frames): "
+                + "\(e.cpuMillisecondsPerFrame.formatted(decimals: 3)) ms CPU/frame, "
+                + "\(e.wallMillisecondsPerFrame.formatted(decimals: 3)) ms wall/frame, "
+                + "\(e.keyframes) keyframes, \(e.kilobitsPerSecond.formatted(decimals: 0)) kbit/s")
         }
         return lines.joined(separator: "\n")
     }

@@ -1,0 +1,81 @@
+import Encoders
+import Foundation
+import MediaTypes
+import PixelConversion
+
+/// What one encoder spent on the test pattern (`camagent bench --encode`).
+struct EncodeBenchResult: Encodable {
+    var codec: String
+    var width: Int
+    var height: Int
+    var frames: Int
+    /// User + system CPU of the whole process (the encoder's own threads
+    /// included) per frame, over the encoding loop only.
+    var cpuMillisecondsPerFrame: Double
+    var wallMillisecondsPerFrame: Double
+    var keyframes: Int
+    var kilobitsPerSecond: Double
+}
+
+/// The video encoder alone, on the same pictures the publish path sends:
+/// `frames` test-pattern frames are drawn first (not timed), then encoded one
+/// after the other with capture times 1/fps apart, so the rate control sees
+/// real time. Benchmarks/bench.py encodes the same frames with GStreamer's
+/// vp8enc and openh264enc, read from a Y4M file that `camagent capture`
+/// wrote from the same pattern.
+struct EncodeBenchmark {
+    enum Codec: String, CaseIterable { case vp8, h264 }
+
+    let codec: Codec
+    let size: FrameSize
+    let frames: Int
+    let framesPerSecond: Double
+    let bitrateKbps: Int
+
+    func run() throws -> EncodeBenchResult {
+        let renderer = TestPatternRenderer(width: size.width, height: size.height)
+        let start = MonotonicTimestamp.now()
+        let pictures = (0..<frames).map { i -> VideoFrame in
+            let frame = VideoFrame(maxWidth: size.width, maxHeight: size.height)
+            renderer.render(counter: UInt32(i), into: frame, framesPerSecond: framesPerSecond)
+            frame.timestamp = start + .nanoseconds(Int64(Double(i) * 1e9 / framesPerSecond))
+            return frame
+        }
+        let encode: (VideoFrame, (EncodedVideoFrame) -> Void) throws -> Void
+        switch codec {
+        case .vp8:
+            let encoder = try VP8Encoder(size: size, framesPerSecond: framesPerSecond, bitrateKbps: bitrateKbps)
+            encode = { frame, out in try encoder.encode(frame, forceKeyframe: false, out) }
+        case .h264:
+            let encoder = try H264Encoder(size: size, framesPerSecond: framesPerSecond, bitrateKbps: bitrateKbps)
+            encode = { frame, out in try encoder.encode(frame, forceKeyframe: false, out) }
+        }
+        var bytes = 0, keyframes = 0
+        let cpuBefore = ProcessCPU.seconds()
+        let wallBefore = MonotonicTimestamp.now()
+        for frame in pictures {
+            try encode(frame) { encoded in
+                bytes += encoded.bytes.count
+                if encoded.isKeyframe { keyframes += 1 }
+            }
+        }
+        let wall = (MonotonicTimestamp.now() - wallBefore).secondsDouble
+        let cpu = ProcessCPU.seconds() - cpuBefore
+        return EncodeBenchResult(
+            codec: codec.rawValue, width: size.width, height: size.height, frames: frames,
+            cpuMillisecondsPerFrame: cpu * 1000 / Double(frames),
+            wallMillisecondsPerFrame: wall * 1000 / Double(frames),
+            keyframes: keyframes,
+            kilobitsPerSecond: Double(bytes) * 8 / (Double(frames) / framesPerSecond) / 1000)
+    }
+}
+
+/// User + system CPU time of this process, every thread included.
+enum ProcessCPU {
+    static func seconds() -> Double {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        func s(_ t: timeval) -> Double { Double(t.tv_sec) + Double(t.tv_usec) / 1e6 }
+        return s(usage.ru_utime) + s(usage.ru_stime)
+    }
+}
