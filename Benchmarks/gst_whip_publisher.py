@@ -32,11 +32,12 @@ gi.require_version("GstSdp", "1.0")
 from gi.repository import GLib, GObject, Gst, GstSdp, GstWebRTC  # noqa: E402
 
 
-def encoder(codec, bitrate_kbps, fps):
+def encoder(codec, bitrate_kbps, fps, threads):
     if codec == "vp8":
-        # camagent's VP8Encoder: realtime, CBR, cpu-used -6, no lag, error resilient, 2 threads.
+        # camagent's VP8Encoder: realtime, CBR, cpu-used -6, no lag, error resilient, and the
+        # thread count camagent picks for this size on this machine (publish.py passes it).
         return (f"vp8enc deadline=1 cpu-used=-6 end-usage=cbr target-bitrate={bitrate_kbps * 1000} "
-                f"lag-in-frames=0 error-resilient=default threads=2 keyframe-max-dist={fps * 10} "
+                f"lag-in-frames=0 error-resilient=default threads={threads} keyframe-max-dist={fps * 10} "
                 "! rtpvp8pay pt=96 mtu=1200 ! application/x-rtp,media=video,encoding-name=VP8,payload=96,clock-rate=90000")
     return (f"openh264enc bitrate={bitrate_kbps * 1000} rate-control=bitrate complexity=low gop-size={fps * 3} "
             "! video/x-h264,profile=constrained-baseline "
@@ -56,7 +57,7 @@ class Publisher:
             source = (f"videotestsrc is-live=true pattern=ball motion=sweep animation-mode=running-time "
                       f"! video/x-raw,format=I420,width={width},height={height},framerate={args.fps}/1")
         pipeline = (f"{source} "
-                    f"! {encoder(args.codec, args.bitrate, args.fps)} "
+                    f"! {encoder(args.codec, args.bitrate, args.fps, args.threads)} "
                     "! webrtcbin name=send bundle-policy=max-bundle")
         self.pipe = Gst.parse_launch(pipeline)
         self.webrtc = self.pipe.get_by_name("send")
@@ -156,6 +157,7 @@ def main():
     p.add_argument("--size", default="1280x720")
     p.add_argument("--fps", type=int, default=30)
     p.add_argument("--bitrate", type=int, default=1500)
+    p.add_argument("--threads", type=int, default=1, help="vp8enc threads (camagent's choice: bench --encode vp8)")
     p.add_argument("--duration", type=float, default=10)
     p.add_argument("--y4m", metavar="PATH", help="read the picture from a Y4M stream (a FIFO) instead of videotestsrc")
     args = p.parse_args()

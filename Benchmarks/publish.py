@@ -37,7 +37,15 @@ SHORT, LONG = 6, 16
 SYSTEM_PYTHON = "/usr/bin/python3"   # Debian's, which has python3-gi for webrtcbin
 
 
-def publishers(url, fifo=None):
+def camagent_vp8_threads():
+    """The libvpx thread count camagent picks for SIZE on this machine, so that
+    GStreamer's vp8enc is given the same."""
+    out = subprocess.run([BIN, "bench", "--no-conversion", "--encode", "vp8", "--encode-frames", "1",
+                          "--size", SIZE, "--json"], capture_output=True, text=True, timeout=60, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])["encode"]["threads"]
+
+
+def publishers(url, fifo=None, vp8_threads=1):
     """name → argv for one run of `seconds`."""
     def camagent(codec):
         return lambda seconds: [BIN, "publish", "--device", "test-pattern", "--size", SIZE, "--fps", str(FPS),
@@ -47,7 +55,7 @@ def publishers(url, fifo=None):
     def gstreamer(codec):
         return lambda seconds: [SYSTEM_PYTHON, os.path.join(HERE, "gst_whip_publisher.py"), "--whip", url,
                                 "--codec", codec, "--size", SIZE, "--fps", str(FPS), "--bitrate", str(BITRATE),
-                                "--duration", str(seconds), "--y4m", fifo]
+                                "--duration", str(seconds), "--y4m", fifo, "--threads", str(vp8_threads)]
     return {"camagent VP8": camagent("vp8"), "camagent H.264": camagent("h264"),
             "GStreamer VP8": gstreamer("vp8"), "GStreamer H.264": gstreamer("h264")}
 
@@ -63,12 +71,12 @@ def start_pattern_writer(fifo, seconds):
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def one_run(net, workdir, name, seconds):
+def one_run(net, workdir, name, seconds, vp8_threads):
     receiver = Receiver(net, workdir)
     fifo = os.path.join(workdir, "pattern.y4m")
     writer = start_pattern_writer(fifo, seconds) if name.startswith("GStreamer") else None
     try:
-        argv = publishers(receiver.url, fifo)[name](seconds)
+        argv = publishers(receiver.url, fifo, vp8_threads)[name](seconds)
         result = bench.measure(net.prefix() + argv, timeout=seconds + 120)
     finally:
         summary = receiver.stop()
@@ -83,11 +91,11 @@ def one_run(net, workdir, name, seconds):
             "latency": track.get("latencyMs"), "maxGap": track.get("maxGap"), "sizes": track.get("sizes")}
 
 
-def measure_publisher(net, workdir, name):
+def measure_publisher(net, workdir, name, vp8_threads):
     pairs = []
     for i in range(bench.REPEATS):
-        short = one_run(net, workdir, name, SHORT)
-        long = one_run(net, workdir, name, LONG)
+        short = one_run(net, workdir, name, SHORT, vp8_threads)
+        long = one_run(net, workdir, name, LONG, vp8_threads)
         frames = long["frames"] - short["frames"]
         pairs.append({"short": short, "long": long,
                       "cpu_ms": (long["cpu"] - short["cpu"]) * 1000 / frames if frames > 0 else None,
@@ -110,12 +118,14 @@ def measure_all(out_path):
     bench.build_counter()
     net = make_namespace() or Net(None, host_address(), None)
     workdir = tempfile.mkdtemp(prefix="camagent-bench-publish-")
+    vp8_threads = camagent_vp8_threads()
     results = {"machine": bench.machine(), "size": SIZE, "fps": FPS, "bitrate_kbps": BITRATE,
-               "short_s": SHORT, "long_s": LONG, "repeats": bench.REPEATS, "publishers": {}}
+               "short_s": SHORT, "long_s": LONG, "repeats": bench.REPEATS, "vp8_threads": vp8_threads,
+               "publishers": {}}
     try:
         for name in publishers("http://x/whip"):
             bench.log(f"publish path: {name}")
-            results["publishers"][name] = measure_publisher(net, workdir, name)
+            results["publishers"][name] = measure_publisher(net, workdir, name, vp8_threads)
     finally:
         net.cleanup()
     with open(out_path, "w") as f:
@@ -130,7 +140,8 @@ def fmt(value, digits=2):
 def report(results):
     p = results["publishers"]
     lines = [f"Publish path, {results['size']} @ {results['fps']} fps, {results['bitrate_kbps']} kbit/s target, "
-             "to the same aiortc receiver (host), CPU per frame (user+sys) and ratio camagent / GStreamer",
+             f"to the same aiortc receiver (host), VP8 on {results.get('vp8_threads', 2)} thread(s) in both, "
+             "CPU per frame (user+sys) and ratio camagent / GStreamer",
              "| publisher | ms / frame | camagent / GStreamer | allocs/frame | peak RSS MiB | decoded fps | "
              "kbit/s | max counter gap | latency p50 / p99 ms |",
              "|---|---|---|---|---|---|---|---|---|"]

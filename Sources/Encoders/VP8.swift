@@ -1,6 +1,7 @@
 internal import CVPX
 internal import CYUV
 import MediaTypes
+import Glibc
 
 public enum CodecError: Error, Hashable, Sendable, CustomStringConvertible {
     case initFailed(codec: String, reason: String)
@@ -28,13 +29,16 @@ public struct EncodedVideoFrame {
 }
 
 /// VP8 through libvpx with real-time settings: no lookahead, CBR, error
-/// resilient, the fastest real-time speed. Frames come in as NV12 and are
+/// resilient, the fastest real-time speed, and as many threads as the size
+/// and the machine warrant (`threadCount`). Frames come in as NV12 and are
 /// converted once into a preallocated I420 picture (libvpx's VP8 encoder takes
 /// only I420); nothing is allocated per frame here.
 public final class VP8Encoder {
     public let size: FrameSize
     public let framesPerSecond: Double
     public private(set) var bitrateKbps: Int
+    /// libvpx's encoding threads (g_threads).
+    public let threads: Int
     private var context = vpx_codec_ctx_t()
     private var config = vpx_codec_enc_cfg_t()
     private var image = vpx_image_t()
@@ -42,10 +46,12 @@ public final class VP8Encoder {
     private var firstTimestamp: MonotonicTimestamp?
     private var lastPTS: Int64 = -1
 
-    public init(size: FrameSize, framesPerSecond: Double, bitrateKbps: Int) throws(CodecError) {
+    /// `threads` nil: `threadCount(for:processors:)` on this machine's online processors.
+    public init(size: FrameSize, framesPerSecond: Double, bitrateKbps: Int, threads: Int? = nil) throws(CodecError) {
         self.size = size
         self.framesPerSecond = framesPerSecond
         self.bitrateKbps = bitrateKbps
+        self.threads = max(1, threads ?? Self.threadCount(for: size, processors: Self.onlineProcessors))
         i420 = .allocate(byteCount: size.width * size.height * 3 / 2 + size.width, alignment: 64)
         // Every stored property is set from here on, so a throw below runs deinit, which frees
         // i420 and destroys the (possibly never initialised) context: no manual clean-up here.
@@ -59,7 +65,7 @@ public final class VP8Encoder {
         config.rc_end_usage = VPX_CBR
         config.g_lag_in_frames = 0                                // real time: no lookahead
         config.g_error_resilient = UInt32(VPX_ERROR_RESILIENT_DEFAULT)
-        config.g_threads = 2
+        config.g_threads = UInt32(self.threads)
         config.rc_min_quantizer = 2
         config.rc_max_quantizer = 56
         config.rc_undershoot_pct = 100
@@ -84,6 +90,26 @@ public final class VP8Encoder {
         vpx_codec_destroy(&context)
         i420.deallocate()
     }
+
+    /// How many threads libvpx should encode `size` with on `processors`
+    /// cores. VP8 splits a picture by macroblock rows, and each thread waits
+    /// for the row above in a busy loop (`pause`, no yield). Unless every
+    /// encoding thread has a core of its own, a thread whose neighbour was
+    /// preempted spins through its whole time slice: publishing 720p30 on 2
+    /// cores beside a receiver, 61 % of camagent's CPU went into those two
+    /// loops, and 2 threads cost 4x the CPU of 1 (BENCHMARKS.md). So: one
+    /// thread up to VGA or below 3 cores (libwebrtc draws the same lines),
+    /// then one more per size step while cores are to spare.
+    public static func threadCount(for size: FrameSize, processors: Int) -> Int {
+        let pixels = size.width * size.height
+        if pixels >= 1920 * 1080 && processors >= 8 { return 4 }
+        if pixels > 1280 * 960 && processors >= 6 { return 3 }
+        if pixels > 640 * 480 && processors >= 3 { return 2 }
+        return 1
+    }
+
+    /// Processors online now (what the scheduler can give the encoder's threads).
+    public static var onlineProcessors: Int { max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN))) }
 
     /// Changes the target bitrate from the next frame (REMB, loss).
     public func setBitrate(kbps: Int) throws(CodecError) {

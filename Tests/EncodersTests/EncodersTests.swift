@@ -51,6 +51,33 @@ struct VP8EncoderTests {
         #expect(lowBytes * 2 < highBytes, "\(lowBytes) bytes at 100 kbps vs \(highBytes) at 1500")
     }
 
+    @Test func threadsFollowSizeAndCores() {
+        let vga = FrameSize(width: 640, height: 480), hd = FrameSize(width: 1280, height: 720)
+        let fullHD = FrameSize(width: 1920, height: 1080)
+        // Fewer than 3 cores: one thread at any size (a second one spins while its neighbour is preempted).
+        #expect(VP8Encoder.threadCount(for: fullHD, processors: 2) == 1)
+        #expect(VP8Encoder.threadCount(for: hd, processors: 1) == 1)
+        // VGA and below: one thread however many cores.
+        #expect(VP8Encoder.threadCount(for: vga, processors: 16) == 1)
+        #expect(VP8Encoder.threadCount(for: hd, processors: 3) == 2)
+        #expect(VP8Encoder.threadCount(for: fullHD, processors: 6) == 3)
+        #expect(VP8Encoder.threadCount(for: fullHD, processors: 8) == 4)
+        #expect(VP8Encoder.onlineProcessors >= 1)
+    }
+
+    @Test(arguments: [1, 2])
+    func encodesWithTheThreadsItWasGiven(threads: Int) throws {
+        let encoder = try VP8Encoder(size: size, framesPerSecond: 30, bitrateKbps: 600, threads: threads)
+        #expect(encoder.threads == threads)
+        let frames = try encodePattern(encoder, count: 5)
+        let decoder = try VP8Decoder()
+        let picture = VideoFrame(maxWidth: size.width, maxHeight: size.height)
+        for (n, (bytes, _)) in frames.enumerated() {
+            try bytes.withUnsafeBytes { try decoder.decode($0, into: picture) }
+            #expect(TestPatternCounter.decode(picture) == UInt32(n), "frame \(n) with \(threads) threads")
+        }
+    }
+
     @Test func aFrameOfAnotherSizeIsRefused() throws {
         let encoder = try VP8Encoder(size: size, framesPerSecond: 30, bitrateKbps: 300)
         let frame = VideoFrame(maxWidth: 640, maxHeight: 480)

@@ -9,6 +9,8 @@ struct EncodeBenchResult: Encodable {
     var width: Int
     var height: Int
     var frames: Int
+    /// Encoding threads (libvpx's choice for this size on this machine; OpenH264 runs on one).
+    var threads: Int
     /// User + system CPU of the whole process (the encoder's own threads
     /// included) per frame, over the encoding loop only.
     var cpuMillisecondsPerFrame: Double
@@ -42,13 +44,16 @@ struct EncodeBenchmark {
             return frame
         }
         let encode: (VideoFrame, (EncodedVideoFrame) -> Void) throws -> Void
+        let threads: Int
         switch codec {
         case .vp8:
             let encoder = try VP8Encoder(size: size, framesPerSecond: framesPerSecond, bitrateKbps: bitrateKbps)
             encode = { frame, out in try encoder.encode(frame, forceKeyframe: false, out) }
+            threads = encoder.threads
         case .h264:
             let encoder = try H264Encoder(size: size, framesPerSecond: framesPerSecond, bitrateKbps: bitrateKbps)
             encode = { frame, out in try encoder.encode(frame, forceKeyframe: false, out) }
+            threads = 1
         }
         var bytes = 0, keyframes = 0
         let cpuBefore = ProcessCPU.seconds()
@@ -62,7 +67,7 @@ struct EncodeBenchmark {
         let wall = (MonotonicTimestamp.now() - wallBefore).secondsDouble
         let cpu = ProcessCPU.seconds() - cpuBefore
         return EncodeBenchResult(
-            codec: codec.rawValue, width: size.width, height: size.height, frames: frames,
+            codec: codec.rawValue, width: size.width, height: size.height, frames: frames, threads: threads,
             cpuMillisecondsPerFrame: cpu * 1000 / Double(frames),
             wallMillisecondsPerFrame: wall * 1000 / Double(frames),
             keyframes: keyframes,
