@@ -133,14 +133,79 @@ def host(out_path):
                                     f"num-buffers={n}", "caps=image/jpeg,framerate=30/1", "!", "jpegdec", "!",
                                     "videoconvert", "!", "video/x-raw,format=NV12", "!", "fakesink"],
         }
+        tools[GST_ISLOW] = same_idct_as_camagent(tools["gstreamer"])
         for name, command in tools.items():
             log(f"MJPEG 1280x720 4:2:2 decode to NV12: {name}")
             r = per_frame(command, 50, 550)
             r.pop("last")
             r["cpu_ms_per_megapixel"] = r["cpu_ms_per_frame"] / (1280 * 720 / 1e6)
             results["mjpeg"][name] = r
+    results["encode"] = encoders()
     results["machine"] = machine()
     write(out_path, results)
+
+
+# GStreamer's jpegdec decodes with libjpeg's fast IDCT (ifast) by default;
+# camagent uses the accurate one (islow). This row runs jpegdec at islow, so
+# both produce the same pictures.
+GST_ISLOW = "gstreamer (islow)"
+
+
+def same_idct_as_camagent(gstreamer):
+    return lambda n: [("jpegdec idct-method=islow" if arg == "jpegdec" else arg) for arg in gstreamer(n)]
+
+
+ENCODE_SIZE, ENCODE_SHORT, ENCODE_LONG = "1280x720", 60, 300
+
+
+def encoders():
+    """The video encoders alone, on the same test-pattern pictures at 1280x720:
+    camagent's (`camagent bench --encode`, timed in-process over the
+    encoding loop, on pre-drawn frames) against GStreamer's vp8enc and
+    openh264enc with the same settings, reading Y4M files that `camagent
+    capture` wrote from the pattern. GStreamer's cost of reading and parsing
+    the file (a filesrc ! y4mdec ! identity ! fakesink run) is subtracted, so
+    both figures are the encoder's."""
+    rows = {}
+    with tempfile.TemporaryDirectory(dir="/var/tmp") as tmp:
+        files = {}
+        for n in (ENCODE_SHORT, ENCODE_LONG):
+            files[n] = os.path.join(tmp, f"pattern-{n}.y4m")
+            subprocess.run([BIN, "capture", "--device", "test-pattern", "--size", ENCODE_SIZE, "--fps", "30",
+                            "--frames", str(n), "--output", files[n]], check=True, capture_output=True)
+        threads = encode_once("vp8", 1)["threads"]
+        gst = {
+            "vp8": (f"vp8enc deadline=1 cpu-used=-6 end-usage=cbr target-bitrate=1500000 lag-in-frames=0 "
+                    f"error-resilient=default threads={threads} keyframe-max-dist=300"),
+            "h264": "openh264enc bitrate=1500000 rate-control=bitrate complexity=low gop-size=90",
+        }
+
+        def pipeline(element):
+            return lambda n: (["gst-launch-1.0", "-q", "filesrc", f"location={files[n]}", "!", "y4mdec", "!"]
+                              + element.split() + ["!", "fakesink"])
+        log("encoders alone: GStreamer reading the Y4M files (subtracted)")
+        reading = per_frame(pipeline("identity"), ENCODE_SHORT, ENCODE_LONG)
+        for codec in ("vp8", "h264"):
+            log(f"encoders alone: camagent {codec}")
+            runs = sorted((encode_once(codec, ENCODE_LONG) for _ in range(REPEATS)),
+                          key=lambda r: r["cpuMillisecondsPerFrame"])
+            ours = runs[len(runs) // 2]
+            log(f"encoders alone: GStreamer {codec}")
+            theirs = per_frame(pipeline(gst[codec]), ENCODE_SHORT, ENCODE_LONG)
+            rows[codec] = {"threads": ours["threads"],
+                           "camagent_cpu_ms": ours["cpuMillisecondsPerFrame"],
+                           "camagent_cpu_ms_runs": [round(r["cpuMillisecondsPerFrame"], 3) for r in runs],
+                           "camagent_kbps": ours["kilobitsPerSecond"],
+                           "gstreamer_cpu_ms": theirs["cpu_ms_per_frame"] - reading["cpu_ms_per_frame"],
+                           "gstreamer_cpu_ms_runs": theirs["cpu_ms_runs"],
+                           "gstreamer_reading_cpu_ms": reading["cpu_ms_per_frame"]}
+    return rows
+
+
+def encode_once(codec, frames):
+    out = subprocess.run([BIN, "bench", "--no-conversion", "--encode", codec, "--size", ENCODE_SIZE,
+                          "--encode-frames", str(frames), "--json"], check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.splitlines()[-1])["encode"]
 
 
 def yuyv_tools():
@@ -188,7 +253,7 @@ MJPEG_MODE = ("1280x720", "MJPEG", 10, "10/1")
 def capture_tools(device, size, fourcc, fps, fraction):
     w, h = size.split("x")
     mjpeg = fourcc == "MJPEG"
-    return {
+    tools = {
         "camagent": lambda n: [BIN, "capture", "--device", device, "--size", size, "--fps", str(fps),
                                "--format", "mjpeg" if mjpeg else "yuyv", "--frames", str(n), "--json"],
         "ffmpeg": lambda n: ["ffmpeg", "-v", "error", "-f", "v4l2", "-input_format", "mjpeg" if mjpeg else "yuyv422",
@@ -201,6 +266,9 @@ def capture_tools(device, size, fourcc, fps, fraction):
                                 *(["jpegdec", "!"] if mjpeg else []),
                                 "videoconvert", "!", "video/x-raw,format=NV12", "!", "fakesink"],
     }
+    if mjpeg:
+        tools[GST_ISLOW] = same_idct_as_camagent(tools["gstreamer"])
+    return tools
 
 
 def capture_mode(device, mode, results):
@@ -323,6 +391,16 @@ def report(host_path, capture_path):
                      f"{gs['cpu_ms_per_frame']:.2f} | **{ca['cpu_ms_per_frame'] / best:.2f}** | "
                      f"{ca['allocations_per_frame']:.1f} / {ff['allocations_per_frame']:.1f} / {gs['allocations_per_frame']:.1f} | "
                      f"{ca['peak_rss_mib']:.0f} / {ff['peak_rss_mib']:.0f} / {gs['peak_rss_mib']:.0f} |")
+    same = [(m, m["tools"][GST_ISLOW]) for m in c["modes"] if GST_ISLOW in m["tools"]]
+    if same:
+        lines.append("")
+        lines.append("MJPEG at the same IDCT (islow) in both: camagent against GStreamer's jpegdec idct-method=islow")
+        lines.append("| mode | camagent ms | GStreamer (islow) ms | camagent / GStreamer (islow) |")
+        lines.append("|---|---|---|---|")
+        for m, g in same:
+            ca = m["tools"]["camagent"]["cpu_ms_per_frame"]
+            lines.append(f"| {m['mode']} @ {m['fps']:g} fps | {ca:.2f} | {g['cpu_ms_per_frame']:.2f} | "
+                         f"**{ca / g['cpu_ms_per_frame']:.2f}** |")
     lines.append("")
     lines.append("Writer → consumer callback latency, camagent selftest through v4l2loopback (test VM)")
     lines.append("| size | p50 ms | p99 ms | frames |")
@@ -353,6 +431,16 @@ def report(host_path, capture_path):
     for name, r in h["mjpeg"].items():
         lines.append(f"| {name} | {r['cpu_ms_per_megapixel']:.3f} | {r['cpu_ms_per_megapixel'] / base:.2f} | "
                      f"{r['allocations_per_frame']:.1f} | {r['peak_rss_mib']:.0f} |")
+    if "encode" in h:
+        lines.append("")
+        lines.append(f"Video encoders alone, {ENCODE_SIZE} test pattern, 1500 kbit/s, host, CPU per frame "
+                     "(GStreamer's Y4M reading subtracted)")
+        lines.append("| codec | threads | camagent ms | GStreamer ms | camagent / GStreamer |")
+        lines.append("|---|---|---|---|---|")
+        names = {"vp8": "VP8 (libvpx)", "h264": "H.264 (OpenH264)"}
+        for codec, r in h["encode"].items():
+            lines.append(f"| {names[codec]} | {r['threads']} | {r['camagent_cpu_ms']:.2f} | {r['gstreamer_cpu_ms']:.2f} | "
+                         f"**{r['camagent_cpu_ms'] / r['gstreamer_cpu_ms']:.2f}** |")
     print("\n".join(lines))
 
 
