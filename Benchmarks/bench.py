@@ -152,7 +152,8 @@ GST_ISLOW = "gstreamer (islow)"
 
 
 def same_idct_as_camagent(gstreamer):
-    return lambda n: [("jpegdec idct-method=islow" if arg == "jpegdec" else arg) for arg in gstreamer(n)]
+    return lambda n: [word for arg in gstreamer(n)
+                      for word in (["jpegdec", "idct-method=islow"] if arg == "jpegdec" else [arg])]
 
 
 ENCODE_SIZE, ENCODE_SHORT, ENCODE_LONG = "1280x720", 60, 300

@@ -97,9 +97,9 @@ public final class VP8Encoder {
     /// encoding thread has a core of its own, a thread whose neighbour was
     /// preempted spins through its whole time slice: publishing 720p30 on 2
     /// cores beside a receiver, 61 % of camagent's CPU went into those two
-    /// loops, and 2 threads cost 4x the CPU of 1 (BENCHMARKS.md). So: one
-    /// thread up to VGA or below 3 cores (libwebrtc draws the same lines),
-    /// then one more per size step while cores are to spare.
+    /// loops, and 2 threads cost nearly 3x the CPU of 1 (BENCHMARKS.md). So:
+    /// one thread up to VGA or below 3 cores (libwebrtc draws similar
+    /// lines), then one more per size step while cores are to spare.
     public static func threadCount(for size: FrameSize, processors: Int) -> Int {
         let pixels = size.width * size.height
         if pixels >= 1920 * 1080 && processors >= 8 { return 4 }
