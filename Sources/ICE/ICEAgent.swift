@@ -318,7 +318,10 @@ public final class ICEAgent {
 
     /// What to send now; the agent forgets it.
     public func takeOutgoing() -> [Datagram] {
-        defer { outgoing.removeAll(keepingCapacity: true) }
+        // Called on every turn of a transport loop: nothing to send must cost
+        // nothing (emptying a buffer the caller still shares would copy it).
+        guard !outgoing.isEmpty else { return [] }
+        defer { outgoing = [] }
         return outgoing
     }
 

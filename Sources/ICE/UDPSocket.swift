@@ -70,22 +70,23 @@ public struct TransportAddress: Hashable, Sendable, CustomStringConvertible {
 
     /// A sockaddr_in or sockaddr_in6 for this address, handed to `body` with its length.
     func withSockaddr<R>(_ body: (UnsafePointer<sockaddr>, socklen_t) -> R) throws(ICEError) -> R {
-        guard let bytes = addressBytes else { throw .invalidAddress(ip) }
-        if bytes.count == 4 {
-            var sin = sockaddr_in()
-            sin.sin_family = sa_family_t(AF_INET)
-            sin.sin_port = port.bigEndian
-            withUnsafeMutableBytes(of: &sin.sin_addr) { $0.copyBytes(from: bytes) }
-            return withUnsafePointer(to: &sin) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        // Parsed in place on every send: withCString and stack structs, no
+        // array and no C-string copy, so sending allocates nothing.
+        if isIPv6 {
+            var sin6 = sockaddr_in6()
+            sin6.sin6_family = sa_family_t(AF_INET6)
+            sin6.sin6_port = port.bigEndian
+            guard ip.withCString({ inet_pton(AF_INET6, $0, &sin6.sin6_addr) }) == 1 else { throw .invalidAddress(ip) }
+            return withUnsafePointer(to: &sin6) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_in6>.size)) }
             }
         }
-        var sin6 = sockaddr_in6()
-        sin6.sin6_family = sa_family_t(AF_INET6)
-        sin6.sin6_port = port.bigEndian
-        withUnsafeMutableBytes(of: &sin6.sin6_addr) { $0.copyBytes(from: bytes) }
-        return withUnsafePointer(to: &sin6) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_in6>.size)) }
+        var sin = sockaddr_in()
+        sin.sin_family = sa_family_t(AF_INET)
+        sin.sin_port = port.bigEndian
+        guard ip.withCString({ inet_pton(AF_INET, $0, &sin.sin_addr) }) == 1 else { throw .invalidAddress(ip) }
+        return withUnsafePointer(to: &sin) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
     }
 

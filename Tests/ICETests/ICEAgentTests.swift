@@ -131,6 +131,13 @@ struct UDPSocketTests {
 
         #expect(throws: ICEError.self) { try UDPSocket(bindingTo: "127.0.0.1", port: a.local.port) }
         #expect(throws: ICEError.invalidAddress("localhost")) { try UDPSocket(bindingTo: "localhost") }
+        // The destination is parsed on every send: a name is refused, an IPv6 text is used as IPv6.
+        #expect(throws: ICEError.invalidAddress("example.invalid")) {
+            try [UInt8]([1]).withUnsafeBytes { try a.send($0, to: TransportAddress(ip: "example.invalid", port: 9)) }
+        }
+        #expect(throws: ICEError.self) {   // an IPv4 socket cannot reach an IPv6 address
+            try [UInt8]([1]).withUnsafeBytes { try a.send($0, to: TransportAddress(ip: "::1", port: b.local.port)) }
+        }
         a.close()
         a.close()
         #expect(a.fileDescriptor == -1)

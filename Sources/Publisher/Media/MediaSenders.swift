@@ -13,15 +13,18 @@ final class MediaSenders: Sendable {
     let origin: MonotonicTimestamp
     /// RTP payload size: 1200-byte datagrams leave room for SRTP's tag.
     static let maxPayloadSize = 1100
-    /// Wakes the transport thread when packets are queued.
-    private let notify: Mutex<(@Sendable () -> Void)?> = Mutex(nil)
+    /// Wakes the transport thread when packets are queued. An event, not a
+    /// closure: a closure handed out of `withLock` is re-wrapped (allocated)
+    /// on every frame.
+    private let wake: Mutex<WakeEvent?> = Mutex(nil)
 
     init(state: MediaSendState, origin: MonotonicTimestamp) {
         self.state = Mutex(state)
         self.origin = origin
     }
 
-    func setNotify(_ body: (@Sendable () -> Void)?) { notify.withLock { $0 = body } }
+    /// The transport thread's wake-up, signalled whenever packets are queued (nil: none).
+    func setWake(_ event: WakeEvent?) { wake.withLock { $0 = event } }
 
     /// Which kinds this connection sends now: set when its transport
     /// connects (asking for a keyframe), emptied when it goes away.
@@ -51,6 +54,6 @@ final class MediaSenders: Sendable {
             }
             return true
         }
-        if queued { notify.withLock { $0 }?() }
+        if queued { wake.withLock { $0 }?.signal() }
     }
 }

@@ -172,7 +172,7 @@ final class PeerTransport: @unchecked Sendable {   // `run` state belongs to the
             setPhase(.failed(.dtls(error)))
             return
         }
-        media.setNotify { [wake] in wake.signal() }
+        media.setWake(wake)
         let thread = DeviceThread(name: "camagent-rtc") { [self] in run() }
         control.withLock { $0.thread = thread }
     }
@@ -186,7 +186,7 @@ final class PeerTransport: @unchecked Sendable {   // `run` state belongs to the
         }
         wake.signal()
         thread?.join()
-        media.setNotify(nil)
+        media.setWake(nil)
         agent.close()
     }
 
