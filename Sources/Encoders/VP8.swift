@@ -1,7 +1,6 @@
 internal import CVPX
 internal import CYUV
 import MediaTypes
-import Glibc
 
 public enum CodecError: Error, Hashable, Sendable, CustomStringConvertible {
     case initFailed(codec: String, reason: String)
@@ -46,12 +45,12 @@ public final class VP8Encoder {
     private var firstTimestamp: MonotonicTimestamp?
     private var lastPTS: Int64 = -1
 
-    /// `threads` nil: `threadCount(for:processors:)` on this machine's online processors.
+    /// `threads` nil: `threadCount(for:processors:)` on the processors this process may use.
     public init(size: FrameSize, framesPerSecond: Double, bitrateKbps: Int, threads: Int? = nil) throws(CodecError) {
         self.size = size
         self.framesPerSecond = framesPerSecond
         self.bitrateKbps = bitrateKbps
-        self.threads = max(1, threads ?? Self.threadCount(for: size, processors: Self.onlineProcessors))
+        self.threads = max(1, threads ?? Self.threadCount(for: size, processors: Processors.usable))
         i420 = .allocate(byteCount: size.width * size.height * 3 / 2 + size.width, alignment: 64)
         // Every stored property is set from here on, so a throw below runs deinit, which frees
         // i420 and destroys the (possibly never initialised) context: no manual clean-up here.
@@ -107,9 +106,6 @@ public final class VP8Encoder {
         if pixels > 640 * 480 && processors >= 3 { return 2 }
         return 1
     }
-
-    /// Processors online now (what the scheduler can give the encoder's threads).
-    public static var onlineProcessors: Int { max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN))) }
 
     /// Changes the target bitrate from the next frame (REMB, loss).
     public func setBitrate(kbps: Int) throws(CodecError) {

@@ -1,3 +1,4 @@
+import Glibc
 import MediaTypes
 import Testing
 
@@ -70,5 +71,14 @@ struct MediaTypesTests {
         #expect(12.5.formatted(decimals: 2) == "12.50")
         #expect((-0.25).formatted(decimals: 1) == "-0.3" || (-0.25).formatted(decimals: 1) == "-0.2")
         #expect(30.0.formatted(decimals: 0) == "30")
+    }
+}
+
+@Suite("Processors")
+struct ProcessorsTests {
+    @Test func usableIsAtLeastOneAndAtMostWhatIsOnline() {
+        let online = sysconf(Int32(_SC_NPROCESSORS_ONLN))
+        #expect(Processors.usable >= 1)
+        #expect(Processors.usable <= max(online, 1), "affinity cannot give more CPUs than are online")
     }
 }

@@ -1,6 +1,7 @@
 // CLinux: Linux-only libc calls that Swift's Glibc module does not export
-// (as swift-nio's CNIOLinux does): eventfd, and naming a thread, which glibc
-// declares only under _GNU_SOURCE. No logic lives here.
+// (as swift-nio's CNIOLinux does): eventfd, naming a thread, and the CPUs
+// this process may run on, which glibc declares only under _GNU_SOURCE
+// (CPU_COUNT is a macro). No logic lives here.
 #ifndef CLINUX_H
 #define CLINUX_H
 
@@ -13,5 +14,7 @@ static const int CLinux_EFD_CLOEXEC = EFD_CLOEXEC;
 int CLinux_eventfd(unsigned int initial, int flags);
 // Names the calling thread (shown by top -H and gdb); at most 15 characters.
 int CLinux_set_thread_name(const char *name);
+// How many CPUs this process may run on (sched_getaffinity + CPU_COUNT); -1 on error.
+int CLinux_affinity_cpu_count(void);
 
 #endif
