@@ -19,6 +19,8 @@ import sys
 import tempfile
 import time
 
+import gst_encoders
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.environ.get("CAMAGENT_BIN", os.path.join(ROOT, ".build", "release", "camagent"))
 REPEATS = int(os.environ.get("BENCH_REPEATS", "3"))
@@ -156,7 +158,7 @@ def same_idct_as_camagent(gstreamer):
                       for word in (["jpegdec", "idct-method=islow"] if arg == "jpegdec" else [arg])]
 
 
-ENCODE_SIZE, ENCODE_SHORT, ENCODE_LONG = "1280x720", 60, 300
+ENCODE_SIZE, ENCODE_FPS, ENCODE_KBPS, ENCODE_SHORT, ENCODE_LONG = "1280x720", 30, 1500, 60, 300
 
 
 def encoders():
@@ -172,14 +174,10 @@ def encoders():
         files = {}
         for n in (ENCODE_SHORT, ENCODE_LONG):
             files[n] = os.path.join(tmp, f"pattern-{n}.y4m")
-            subprocess.run([BIN, "capture", "--device", "test-pattern", "--size", ENCODE_SIZE, "--fps", "30",
+            subprocess.run([BIN, "capture", "--device", "test-pattern", "--size", ENCODE_SIZE, "--fps", str(ENCODE_FPS),
                             "--frames", str(n), "--output", files[n]], check=True, capture_output=True)
-        threads = encode_once("vp8", 1)["threads"]
-        gst = {
-            "vp8": (f"vp8enc deadline=1 cpu-used=-6 end-usage=cbr target-bitrate=1500000 lag-in-frames=0 "
-                    f"error-resilient=default threads={threads} keyframe-max-dist=300"),
-            "h264": "openh264enc bitrate=1500000 rate-control=bitrate complexity=low gop-size=90",
-        }
+        gst = {"vp8": gst_encoders.vp8enc(ENCODE_KBPS, ENCODE_FPS, camagent_vp8_threads(ENCODE_SIZE)),
+               "h264": gst_encoders.openh264enc(ENCODE_KBPS, ENCODE_FPS)}
 
         def pipeline(element):
             return lambda n: (["gst-launch-1.0", "-q", "filesrc", f"location={files[n]}", "!", "y4mdec", "!"]
@@ -203,10 +201,18 @@ def encoders():
     return rows
 
 
-def encode_once(codec, frames):
-    out = subprocess.run([BIN, "bench", "--no-conversion", "--encode", codec, "--size", ENCODE_SIZE,
-                          "--encode-frames", str(frames), "--json"], check=True, capture_output=True, text=True)
+def encode_once(codec, frames, size=ENCODE_SIZE):
+    """One `camagent bench --encode` run (at ENCODE_KBPS; bench's frame rate is 30)."""
+    out = subprocess.run([BIN, "bench", "--no-conversion", "--encode", codec, "--size", size,
+                          "--encode-frames", str(frames), "--bitrate", str(ENCODE_KBPS), "--json"],
+                         check=True, capture_output=True, text=True, timeout=300)
     return json.loads(out.stdout.splitlines()[-1])["encode"]
+
+
+def camagent_vp8_threads(size):
+    """The libvpx thread count camagent picks for `size` on this machine, so that
+    GStreamer's vp8enc is given the same."""
+    return encode_once("vp8", 1, size)["threads"]
 
 
 def yuyv_tools():
@@ -434,7 +440,7 @@ def report(host_path, capture_path):
                      f"{r['allocations_per_frame']:.1f} | {r['peak_rss_mib']:.0f} |")
     if "encode" in h:
         lines.append("")
-        lines.append(f"Video encoders alone, {ENCODE_SIZE} test pattern, 1500 kbit/s, host, CPU per frame "
+        lines.append(f"Video encoders alone, {ENCODE_SIZE} test pattern, {ENCODE_KBPS} kbit/s, host, CPU per frame "
                      "(GStreamer's Y4M reading subtracted)")
         lines.append("| codec | threads | camagent ms | GStreamer ms | camagent / GStreamer |")
         lines.append("|---|---|---|---|---|")

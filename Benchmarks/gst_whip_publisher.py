@@ -31,15 +31,14 @@ gi.require_version("GstWebRTC", "1.0")
 gi.require_version("GstSdp", "1.0")
 from gi.repository import GLib, GObject, Gst, GstSdp, GstWebRTC  # noqa: E402
 
+import gst_encoders  # noqa: E402  (beside this script)
+
 
 def encoder(codec, bitrate_kbps, fps, threads):
     if codec == "vp8":
-        # camagent's VP8Encoder: realtime, CBR, cpu-used -6, no lag, error resilient, and the
-        # thread count camagent picks for this size on this machine (publish.py passes it).
-        return (f"vp8enc deadline=1 cpu-used=-6 end-usage=cbr target-bitrate={bitrate_kbps * 1000} "
-                f"lag-in-frames=0 error-resilient=default threads={threads} keyframe-max-dist={fps * 10} "
+        return (f"{gst_encoders.vp8enc(bitrate_kbps, fps, threads)} "
                 "! rtpvp8pay pt=96 mtu=1200 ! application/x-rtp,media=video,encoding-name=VP8,payload=96,clock-rate=90000")
-    return (f"openh264enc bitrate={bitrate_kbps * 1000} rate-control=bitrate complexity=low gop-size={fps * 3} "
+    return (f"{gst_encoders.openh264enc(bitrate_kbps, fps)} "
             "! video/x-h264,profile=constrained-baseline "
             "! h264parse ! rtph264pay pt=97 mtu=1200 config-interval=-1 aggregate-mode=zero-latency "
             "! application/x-rtp,media=video,encoding-name=H264,payload=97,clock-rate=90000")

@@ -37,14 +37,6 @@ SHORT, LONG = 6, 16
 SYSTEM_PYTHON = "/usr/bin/python3"   # Debian's, which has python3-gi for webrtcbin
 
 
-def camagent_vp8_threads():
-    """The libvpx thread count camagent picks for SIZE on this machine, so that
-    GStreamer's vp8enc is given the same."""
-    out = subprocess.run([BIN, "bench", "--no-conversion", "--encode", "vp8", "--encode-frames", "1",
-                          "--size", SIZE, "--json"], capture_output=True, text=True, timeout=60, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])["encode"]["threads"]
-
-
 def publishers(url, fifo=None, vp8_threads=1):
     """name → argv for one run of `seconds`."""
     def camagent(codec):
@@ -118,7 +110,7 @@ def measure_all(out_path):
     bench.build_counter()
     net = make_namespace() or Net(None, host_address(), None)
     workdir = tempfile.mkdtemp(prefix="camagent-bench-publish-")
-    vp8_threads = camagent_vp8_threads()
+    vp8_threads = bench.camagent_vp8_threads(SIZE)
     results = {"machine": bench.machine(), "size": SIZE, "fps": FPS, "bitrate_kbps": BITRATE,
                "short_s": SHORT, "long_s": LONG, "repeats": bench.REPEATS, "vp8_threads": vp8_threads,
                "publishers": {}}
