@@ -39,7 +39,7 @@ struct BenchCommand: ParsableCommand {
     var conversion = true
 
     @Option(help: "Time a video encoder alone (vp8 or h264) on --encode-frames test-pattern frames at --size.")
-    var encode: String?
+    var encode: EncodeBenchmark.Codec?
 
     @Option(help: "Frames the encoder is timed on.")
     var encodeFrames = 300
@@ -53,9 +53,6 @@ struct BenchCommand: ParsableCommand {
     func validate() throws {
         guard frames > 0, rounds > 0 else { throw ValidationError("--frames and --rounds must be positive") }
         guard encodeFrames > 0, bitrate > 0 else { throw ValidationError("--encode-frames and --bitrate must be positive") }
-        if let encode, EncodeBenchmark.Codec(rawValue: encode) == nil {
-            throw ValidationError("--encode takes vp8 or h264")
-        }
     }
 
     func run() throws {
@@ -72,7 +69,7 @@ struct BenchCommand: ParsableCommand {
                 throw ExitCode(ExitCodes.usage)
             }
         }
-        if let encode, let codec = EncodeBenchmark.Codec(rawValue: encode) {
+        if let codec = encode {
             do {
                 result.encode = try EncodeBenchmark(codec: codec, size: size, frames: encodeFrames, framesPerSecond: 30,
                                                     bitrateKbps: bitrate).run()

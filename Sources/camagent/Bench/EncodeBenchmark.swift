@@ -1,3 +1,4 @@
+import ArgumentParser
 import Encoders
 import Foundation
 import MediaTypes
@@ -26,7 +27,7 @@ struct EncodeBenchResult: Encodable {
 /// vp8enc and openh264enc, read from a Y4M file that `camagent capture`
 /// wrote from the same pattern.
 struct EncodeBenchmark {
-    enum Codec: String, CaseIterable { case vp8, h264 }
+    enum Codec: String, CaseIterable, ExpressibleByArgument { case vp8, h264 }
 
     let codec: Codec
     let size: FrameSize
