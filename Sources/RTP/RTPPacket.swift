@@ -16,6 +16,10 @@ public struct RTPHeader: Hashable, Sendable {
     public var extensionData: [UInt8] = []
     /// Padding bytes at the end of the packet (the last byte holds the count).
     public var paddingLength = 0
+    /// One RFC 8285 one-byte header extension element, written inline (no
+    /// array per packet); the publisher's only one is video orientation (CVO).
+    /// Exclusive with `extensionProfile`.
+    public var oneByteExtension: OneByteExtension?
 
     public static let fixedSize = 12
 
@@ -30,6 +34,7 @@ public struct RTPHeader: Hashable, Sendable {
     /// Bytes this header takes before the payload.
     public var size: Int {
         Self.fixedSize + 4 * csrcs.count + (extensionProfile == nil ? 0 : 4 + extensionData.count)
+            + (oneByteExtension == nil ? 0 : 8)
     }
 
     /// Appends the header to `out`.
@@ -37,9 +42,10 @@ public struct RTPHeader: Hashable, Sendable {
         precondition(csrcs.count < 16, "at most 15 CSRCs")
         precondition(extensionData.count % 4 == 0 && extensionData.count / 4 <= Int(UInt16.max),
                      "header extension must be whole 32-bit words")
+        precondition(extensionProfile == nil || oneByteExtension == nil, "one header extension block per packet")
         var first: UInt8 = 2 << 6 | UInt8(csrcs.count)
         if paddingLength > 0 { first |= 0x20 }
-        if extensionProfile != nil { first |= 0x10 }
+        if extensionProfile != nil || oneByteExtension != nil { first |= 0x10 }
         out.append(first)
         out.append((marker ? 0x80 : 0) | (payloadType & 0x7f))
         out.appendBigEndian(sequenceNumber)
@@ -50,6 +56,15 @@ public struct RTPHeader: Hashable, Sendable {
             out.appendBigEndian(profile)
             out.appendBigEndian(UInt16(extensionData.count / 4))
             out.append(contentsOf: extensionData)
+        }
+        if let element = oneByteExtension {
+            // 0xBEDE, one 32-bit word: the element (ID, length - 1 = 0, value), two padding bytes.
+            out.appendBigEndian(OneByteExtension.profile)
+            out.appendBigEndian(UInt16(1))
+            out.append(element.id << 4)
+            out.append(element.value)
+            out.append(0)
+            out.append(0)
         }
     }
 }

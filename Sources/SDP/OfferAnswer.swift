@@ -70,6 +70,10 @@ public struct PublisherOffer: Sendable {
     public var videoSSRC: UInt32
     public var cname: String
     public var streamID: String
+    /// The id to offer urn:3gpp:video-orientation under (nil: not offered).
+    public var videoOrientationExtensionID: UInt8?
+    /// The id the publisher offers CVO under.
+    public static let defaultVideoOrientationID: UInt8 = 3
 
     public init(iceUfrag: String, icePwd: String, fingerprint: String, candidates: [ICECandidate],
                 audio: [CodecDescription], video: [CodecDescription], audioSSRC: UInt32, videoSSRC: UInt32,
@@ -107,6 +111,9 @@ public struct PublisherOffer: Sendable {
                 SDPAttribute("msid", "\(streamID) \(streamID)-\(kind)"), SDPAttribute("rtcp-mux"),
             ])
             for codec in codecs { m.add(codec) }
+            if kind == "video", let id = videoOrientationExtensionID {
+                m.attributes.append(HeaderExtensions.attribute(id: id, uri: HeaderExtensions.videoOrientation))
+            }
             m.attributes.append(SDPAttribute("ssrc", "\(ssrc) cname:\(cname)"))
             for c in candidates { m.attributes.append(SDPAttribute("candidate", c.attributeValue)) }
             m.attributes.append(SDPAttribute("end-of-candidates"))
@@ -130,6 +137,8 @@ public struct PublisherAnswer: Hashable, Sendable {
     /// The codec each side will use, nil where the answer rejected the section.
     public var audio: CodecDescription?
     public var video: CodecDescription?
+    /// The id under which the answer took urn:3gpp:video-orientation (nil: it did not).
+    public var videoOrientationExtensionID: UInt8?
 
     /// Reads an answer to `offer`. The codec chosen for each section is the
     /// first of the answer's (its preference) that matches one offered, sent
@@ -157,6 +166,10 @@ public struct PublisherAnswer: Hashable, Sendable {
         }
         audio = chosen("audio", offer.audio)
         video = chosen("video", offer.video)
+        if video != nil, offer.videoOrientationExtensionID != nil,
+           let m = answer.media.first(where: { $0.kind == "video" }) {
+            videoOrientationExtensionID = HeaderExtensions.id(of: HeaderExtensions.videoOrientation, in: m)
+        }
         guard audio != nil || video != nil else { throw .missing("codec in common with the offer") }
     }
 }

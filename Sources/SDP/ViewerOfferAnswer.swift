@@ -11,6 +11,8 @@ public struct ViewerOffer: Hashable, Sendable {
         public var direction: String
         public var formats: [String]
         public var proto: String
+        /// The id the viewer maps urn:3gpp:video-orientation to (nil: it does not).
+        public var videoOrientationExtensionID: UInt8?
         /// An audio or video section the viewer receives on (recvonly or sendrecv).
         public var wantsMedia: Bool {
             (kind == "audio" || kind == "video") && (direction == "recvonly" || direction == "sendrecv")
@@ -45,7 +47,8 @@ public struct ViewerOffer: Hashable, Sendable {
             + offer.attributes.filter { $0.name == "candidate" }.compactMap { $0.value.flatMap(ICECandidate.init(parsing:)) }
         sections = offer.media.map { m in
             Section(kind: m.kind, mid: m.value("mid"), codecs: m.codecs, direction: m.direction,
-                    formats: m.formats, proto: m.proto)
+                    formats: m.formats, proto: m.proto,
+                    videoOrientationExtensionID: HeaderExtensions.id(of: HeaderExtensions.videoOrientation, in: m))
         }
         guard sections.contains(where: { $0.kind == "audio" || $0.kind == "video" }) else {
             throw .missing("audio or video section")
@@ -73,10 +76,13 @@ public struct ViewerAnswer: Sendable {
         public var sectionIndex: Int
         public var codec: CodecDescription
         public var ssrc: UInt32
-        public init(sectionIndex: Int, codec: CodecDescription, ssrc: UInt32) {
+        /// Taken from the viewer's offer: urn:3gpp:video-orientation under this id.
+        public var videoOrientationExtensionID: UInt8?
+        public init(sectionIndex: Int, codec: CodecDescription, ssrc: UInt32, videoOrientationExtensionID: UInt8? = nil) {
             self.sectionIndex = sectionIndex
             self.codec = codec
             self.ssrc = ssrc
+            self.videoOrientationExtensionID = videoOrientationExtensionID
         }
     }
 
@@ -142,6 +148,9 @@ public struct ViewerAnswer: Sendable {
                 SDPAttribute("msid", "\(streamID) \(streamID)-\(section.kind)"), SDPAttribute("rtcp-mux"),
             ]
             m.add(track.codec)
+            if let id = track.videoOrientationExtensionID {
+                m.attributes.append(HeaderExtensions.attribute(id: id, uri: HeaderExtensions.videoOrientation))
+            }
             m.attributes.append(SDPAttribute("ssrc", "\(track.ssrc) cname:\(cname)"))
             m.attributes.append(SDPAttribute("ssrc", "\(track.ssrc) msid:\(streamID) \(streamID)-\(section.kind)"))
             for c in candidates { m.attributes.append(SDPAttribute("candidate", c.attributeValue)) }
