@@ -236,3 +236,23 @@ struct TestPatternTests {
         #expect(differs)
     }
 }
+
+@Suite("Full range to limited range (MJPEG colours at the receiver)")
+struct RangeConversionTests {
+    @Test func endsAndMiddleLandWhereVideoRangeHasThem() {
+        let frame = VideoFrame(maxWidth: 4, maxHeight: 2)
+        frame.setFormat(.nv12(width: 4, height: 2, framesPerSecond: 0))
+        let luma: [UInt8] = [0, 255, 128, 64, 10, 20, 30, 40]
+        for (i, v) in luma.enumerated() { frame.yPlane[(i / 4) * frame.yStride + i % 4] = v }
+        let chroma: [UInt8] = [0, 255, 128, 200]
+        for (i, v) in chroma.enumerated() { frame.uvPlane[i] = v }
+        let out = VideoFrame(maxWidth: 4, maxHeight: 2)
+        RangeConversion.fullToLimited(frame, into: out)
+        #expect(out.width == 4 && out.height == 2)
+        #expect(out.yPlane[0] == 16 && out.yPlane[1] == 235 && out.yPlane[2] == 126 && out.yPlane[3] == 71)
+        #expect(out.uvPlane[0] == 16 && out.uvPlane[1] == 240 && out.uvPlane[2] == 128 && out.uvPlane[3] == 191)
+        // In place gives the same.
+        RangeConversion.fullToLimited(frame, into: frame)
+        #expect((0..<4).allSatisfy { frame.yPlane[$0] == out.yPlane[$0] && frame.uvPlane[$0] == out.uvPlane[$0] })
+    }
+}
