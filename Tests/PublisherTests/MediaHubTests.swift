@@ -15,15 +15,10 @@ struct MediaHubTests {
 
     /// The packets a connection queued, as the receiver would parse them.
     static func drain(_ c: MediaSenders) throws -> [RTPPacket] {
-        try c.state.withLock { s in
-            var out: [RTPPacket] = []
-            while let item = s.pacer.next(now: 1e9) {
-                if let bytes = s.streams[item.stream].history.withPacket(item.sequence, { $0 }) {
-                    out.append(try RTPPacket(parsing: bytes[...]))
-                }
-            }
-            return out
-        }
+        var out: [RTPPacket] = []
+        var buffer: [UInt8] = []
+        while c.takeNextPacket(now: 1e9, into: &buffer) { out.append(try RTPPacket(parsing: buffer[...])) }
+        return out
     }
 
     @Test func oneBatchReachesEveryConnectionWithItsOwnHeaders() throws {
@@ -50,7 +45,7 @@ struct MediaHubTests {
         let hub = MediaHub(videoBitrateCeiling: 1_000_000)
         let viewer = hub.makeSenders([(.audio, 111), (.video, 96)])
         hub.attach(viewer)
-        #expect(!hub.wants(.video) && !hub.wants(.audio))
+        #expect(!hub.wants(.video) && !hub.wants(.audio) && hub.planVideoFrame(now: .now()) == nil)
         hub.send(Self.batch(bytes: 100), kind: .video, rtpTimestamp: 0, isKeyframe: true)
         #expect(try Self.drain(viewer).isEmpty)
         viewer.setSending([.audio])
@@ -76,32 +71,58 @@ struct MediaHubTests {
         let a = hub.makeSenders([(.video, 96)]), b = hub.makeSenders([(.video, 96)])
         hub.attach(a)
         hub.attach(b)
+        a.setSending([.video])
+        b.setSending([.video])
+        func keyframe(_ t: MonotonicTimestamp) -> Bool { hub.planVideoFrame(now: t)?.keyframe ?? false }
         let t0 = MonotonicTimestamp.now()
-        #expect(hub.takeKeyframeRequest(now: t0))              // the first frame is a keyframe
-        #expect(!hub.takeKeyframeRequest(now: t0 + .milliseconds(40)))
+        #expect(keyframe(t0))              // the first frame is a keyframe
+        #expect(!keyframe(t0 + .milliseconds(40)))
         // Two viewers send PLI at once: one keyframe, not two, and not before the spacing.
-        a.state.withLock { $0.keyframeRequested = true }
-        b.state.withLock { $0.keyframeRequested = true }
-        #expect(!hub.takeKeyframeRequest(now: t0 + .milliseconds(100)))
-        #expect(hub.takeKeyframeRequest(now: t0 + .milliseconds(500)))
-        #expect(!hub.takeKeyframeRequest(now: t0 + .milliseconds(1200)))
+        a.requestKeyframe()
+        b.requestKeyframe()
+        #expect(!keyframe(t0 + .milliseconds(100)))
+        #expect(keyframe(t0 + .milliseconds(500)))
+        #expect(!keyframe(t0 + .milliseconds(1200)))
         // A request is kept until it can be served.
-        b.state.withLock { $0.keyframeRequested = true }
-        #expect(!hub.takeKeyframeRequest(now: t0 + .milliseconds(600)))
-        #expect(hub.takeKeyframeRequest(now: t0 + .milliseconds(1300)))
+        b.requestKeyframe()
+        #expect(!keyframe(t0 + .milliseconds(600)))
+        #expect(keyframe(t0 + .milliseconds(1300)))
+        // A camera that comes back asks every connection at once: still one keyframe.
+        hub.requestKeyframe()
+        #expect(keyframe(t0 + .milliseconds(1900)))
+        #expect(!keyframe(t0 + .milliseconds(1950)))
     }
 
     @Test func theVideoBitrateFollowsTheReceiverWithTheLeastRoom() {
         let hub = MediaHub(videoBitrateCeiling: 1_000_000)
-        #expect(hub.videoBitrateTarget() == 1_000_000)
         let a = hub.makeSenders([(.video, 96)]), b = hub.makeSenders([(.video, 96)])
         hub.attach(a)
         hub.attach(b)
         a.setSending([.video])
         b.setSending([.video])
-        b.state.withLock { $0.bitrate.estimatedMaximum(300_000) }
-        #expect(hub.videoBitrateTarget() <= 300_000)
+        #expect(hub.planVideoFrame(now: .now())?.bitrate == 1_000_000)
+        b.withStateForTesting { $0.bitrate.estimatedMaximum(300_000) }
+        #expect((hub.planVideoFrame(now: .now())?.bitrate ?? .max) <= 300_000)
         b.setSending([])   // that viewer left: back to the other's room
-        #expect(hub.videoBitrateTarget() == a.state.withLock { $0.bitrate.target })
+        #expect(hub.planVideoFrame(now: .now())?.bitrate == a.withStateForTesting { $0.bitrate.target })
+    }
+
+    @Test func orientationTravelsAsMetadataOnlyWhenEveryVideoReceiverTookCVO() throws {
+        let hub = MediaHub(videoBitrateCeiling: 1_000_000)
+        let a = hub.makeSenders([(.video, 96)]), b = hub.makeSenders([(.video, 96)])
+        hub.attach(a)
+        hub.attach(b)
+        a.negotiated(payloadTypes: [:], videoOrientationExtensionID: 3)
+        a.setSending([.video])
+        #expect(hub.planVideoFrame(now: .now())?.orientationAsMetadata == true)
+        b.setSending([.video])   // no CVO: pixels must be turned for everyone
+        #expect(hub.planVideoFrame(now: .now())?.orientationAsMetadata == false)
+        // The CVO byte reaches only the connection that negotiated it, under its id.
+        hub.send(Self.batch(bytes: 2500), kind: .video, rtpTimestamp: 5, isKeyframe: true, orientation: 1)
+        let pa = try Self.drain(a), pb = try Self.drain(b)
+        #expect(pa.count == 3 && pa.allSatisfy { OneByteExtension.find(3, in: $0.header) == 1 })
+        #expect(pb.count == 3 && pb.allSatisfy { $0.header.extensionProfile == nil })
+        // The payload is the same for both: the extension only adds to the header.
+        #expect(pa.map(\.payload) == pb.map(\.payload))
     }
 }

@@ -51,53 +51,46 @@ final class MediaHub: Sendable {
 
     /// The RTP time of a moment on the monotonic clock, for `kind`.
     func rtpTimestamp(_ kind: MediaKind, at time: MonotonicTimestamp) -> UInt32 {
-        let rate = kind == .audio ? 48_000.0 : 90_000.0
-        let ticks = (time - origin).secondsDouble * rate
-        return (kind == .audio ? audioTimestampBase : videoTimestampBase) &+ UInt32(truncatingIfNeeded: Int64(ticks.rounded()))
+        RTPClock.timestamp(at: time, origin: origin, base: kind == .audio ? audioTimestampBase : videoTimestampBase,
+                           clockRate: kind == .audio ? 48_000 : 90_000)
     }
 
-    /// Whether any connection sends `kind` now (no one watching: no encoding).
+    /// Whether any connection sends `kind` now (no one listening: no encoding).
     func wants(_ kind: MediaKind) -> Bool {
-        connections.withLock { list in list.contains { $0.state.withLock { $0.sending.contains(kind) } } }
+        connections.withLock { list in list.contains { $0.isSending(kind) } }
     }
 
-    /// True when the video encoder should make a keyframe now: some receiver
-    /// asked since the last one, and the last is at least `keyframeSpacing` old.
-    func takeKeyframeRequest(now: MonotonicTimestamp) -> Bool {
-        let asked = connections.withLock { list in
-            list.reduce(false) { asked, c in
-                c.state.withLock { s in
-                    defer { s.keyframeRequested = false }
-                    return asked || s.keyframeRequested
-                }
-            }
-        }
-        return keyframes.withLock { k in
-            k.pending = k.pending || asked
-            guard k.pending else { return false }
+    /// Asks every connection for a keyframe (the camera came back, another was plugged in).
+    func requestKeyframe() {
+        connections.withLock { list in for c in list { c.requestKeyframe() } }
+    }
+
+    /// The plan for the next video frame, in one pass over the connections,
+    /// or nil when none receives video (nothing is encoded). Keyframe
+    /// requests from any of them (PLI, FIR, a new connection) become at most
+    /// one keyframe per `keyframeSpacing`; a request is kept until it can be
+    /// served. The bitrate is the lowest room among the receivers.
+    func planVideoFrame(now: MonotonicTimestamp) -> VideoFramePlan? {
+        var builder = VideoFramePlan.Builder()
+        connections.withLock { list in for c in list { c.contribute(to: &builder) } }
+        let keyframe = keyframes.withLock { k in
+            k.pending = k.pending || builder.keyframeAsked
+            guard builder.receivers > 0, k.pending else { return false }
             if let last = k.last, now - last < Self.keyframeSpacing { return false }
             k.pending = false
             k.last = now
             return true
         }
-    }
-
-    /// The video bitrate to encode at: the lowest target among the
-    /// connections sending video (their REMB and loss), else the ceiling.
-    func videoBitrateTarget() -> Int {
-        connections.withLock { list in
-            list.reduce(nil as Int?) { lowest, c in
-                c.state.withLock { s in
-                    guard s.sending.contains(.video) else { return lowest }
-                    return min(lowest ?? .max, s.bitrate.target)
-                }
-            } ?? videoBitrateCeiling
-        }
+        guard builder.receivers > 0 else { return nil }
+        return VideoFramePlan(keyframe: keyframe, bitrate: builder.lowestBitrate ?? videoBitrateCeiling,
+                              orientationAsMetadata: builder.allTakeOrientation)
     }
 
     /// Hands one frame's payloads to every connection.
-    func send(_ batch: PayloadBatch, kind: MediaKind, rtpTimestamp: UInt32, isKeyframe: Bool) {
+    func send(_ batch: PayloadBatch, kind: MediaKind, rtpTimestamp: UInt32, isKeyframe: Bool, orientation: UInt8 = 0) {
         let list = connections.withLock { $0 }
-        for c in list { c.send(batch, kind: kind, rtpTimestamp: rtpTimestamp, isKeyframe: isKeyframe) }
+        for c in list {
+            c.send(batch, kind: kind, rtpTimestamp: rtpTimestamp, isKeyframe: isKeyframe, orientation: orientation)
+        }
     }
 }

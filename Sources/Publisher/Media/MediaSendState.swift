@@ -19,6 +19,9 @@ struct MediaSendState {
     var keyframeRequested = true
     /// Packets a NACK asked for that were no longer in the history.
     var nackMisses: UInt64 = 0
+    /// The a=extmap id of urn:3gpp:video-orientation when the peer took it
+    /// (nil: it did not, so it must be sent pixels the right way up).
+    var videoOrientationExtensionID: UInt8?
 
     init(streams: [RTPStreamSender], videoBitrate: Int) {
         self.streams = streams

@@ -7,11 +7,16 @@ import Synchronization
 /// asked for. The encoders hand every connection the same payloads through
 /// `MediaHub`; the connection's transport thread drains its pacer. For WHIP
 /// it outlives a connection, so a reconnect continues the same streams.
+///
+/// The state sits behind one lock and is reached only through the methods
+/// below, each one short critical section: the encoder threads, the
+/// transport thread and the stats reader never see it whole.
 final class MediaSenders: Sendable {
-    let state: Mutex<MediaSendState>
+    private let state: Mutex<MediaSendState>
     /// Time zero of every stream's RTP clock: audio and video stay aligned.
     let origin: MonotonicTimestamp
-    /// RTP payload size: 1200-byte datagrams leave room for SRTP's tag.
+    /// RTP payload size: 1200-byte datagrams leave room for SRTP's tag and
+    /// the orientation header extension.
     static let maxPayloadSize = 1100
     /// Wakes the transport thread when packets are queued. An event, not a
     /// closure: a closure handed out of `withLock` is re-wrapped (allocated)
@@ -26,6 +31,8 @@ final class MediaSenders: Sendable {
     /// The transport thread's wake-up, signalled whenever packets are queued (nil: none).
     func setWake(_ event: WakeEvent?) { wake.withLock { $0 = event } }
 
+    // MARK: Negotiation and connection state
+
     /// Which kinds this connection sends now: set when its transport
     /// connects (asking for a keyframe), emptied when it goes away.
     func setSending(_ kinds: Set<MediaKind>) {
@@ -38,22 +45,131 @@ final class MediaSenders: Sendable {
 
     var isSending: Bool { state.withLock { !$0.sending.isEmpty } }
 
+    /// The SSRC of each stream, by kind.
+    var ssrcs: [MediaKind: UInt32] {
+        state.withLock { s in Dictionary(uniqueKeysWithValues: s.streams.map { ($0.kind, $0.ssrc) }) }
+    }
+
+    /// What the answer (or the viewer's offer) settled: payload types and
+    /// whether the peer takes the orientation extension. Asks for a keyframe.
+    func negotiated(payloadTypes: [MediaKind: UInt8], videoOrientationExtensionID: UInt8?) {
+        state.withLock { s in
+            for (kind, type) in payloadTypes {
+                if let index = s.streamIndex(kind: kind) { s.streams[index].payloadType = type }
+            }
+            s.videoOrientationExtensionID = videoOrientationExtensionID
+            s.keyframeRequested = true
+        }
+    }
+
+    func requestKeyframe() { state.withLock { $0.keyframeRequested = true } }
+
+    // MARK: The encoders' side
+
+    /// This connection's part of the next video frame's plan, read and
+    /// taken in one critical section: its keyframe request (cleared), and,
+    /// when it receives video, its bitrate room and whether it takes CVO.
+    func contribute(to plan: inout VideoFramePlan.Builder) {
+        state.withLock { s in
+            plan.keyframeAsked = plan.keyframeAsked || s.keyframeRequested
+            s.keyframeRequested = false
+            guard s.sending.contains(.video) else { return }
+            plan.receivers += 1
+            plan.lowestBitrate = min(plan.lowestBitrate ?? .max, s.bitrate.target)
+            if s.videoOrientationExtensionID == nil { plan.allTakeOrientation = false }
+        }
+    }
+
+    func isSending(_ kind: MediaKind) -> Bool { state.withLock { $0.sending.contains(kind) } }
+
     /// Queues one frame's payloads on this connection's stream of `kind`.
     /// Video waits for a keyframe after (re)connecting: frames the receiver
-    /// could not decode are not sent at all.
-    func send(_ batch: PayloadBatch, kind: MediaKind, rtpTimestamp timestamp: UInt32, isKeyframe: Bool) {
+    /// could not decode are not sent at all. `orientation` is the CVO byte,
+    /// sent to a peer that negotiated the extension.
+    func send(_ batch: PayloadBatch, kind: MediaKind, rtpTimestamp timestamp: UInt32, isKeyframe: Bool,
+              orientation: UInt8 = 0) {
         let queued = state.withLock { s -> Bool in
             guard s.sending.contains(kind), let index = s.streamIndex(kind: kind) else { return false }
+            var headerExtension: OneByteExtension?
             if kind == .video {
                 if s.waitingForKeyframe && !isKeyframe { return false }
                 s.waitingForKeyframe = false
+                headerExtension = s.videoOrientationExtensionID.map { OneByteExtension(id: $0, value: orientation) }
             }
             let urgent = kind == .audio
-            s.streams[index].append(batch, timestamp: timestamp, isKeyframe: isKeyframe) { seq, size in
+            s.streams[index].append(batch, timestamp: timestamp, isKeyframe: isKeyframe,
+                                    headerExtension: headerExtension) { seq, size in
                 s.pacer.enqueue(Pacer.Item(stream: index, sequence: seq, size: size, isRetransmission: false), urgent: urgent)
             }
             return true
         }
         if queued { wake.withLock { $0 }?.signal() }
     }
+
+    // MARK: The transport thread's side
+
+    /// When the pacer next lets a packet out (nil: nothing queued).
+    func pacerDeadline(now: Double) -> Double? { state.withLock { $0.pacer.nextDeadline(now: now) } }
+
+    /// Copies the next packet the pacer lets out now into `buffer` (clear
+    /// RTP: the history keeps it for NACKs) and counts it as sent. False
+    /// when nothing is due.
+    func takeNextPacket(now: Double, into buffer: inout [UInt8]) -> Bool {
+        state.withLock { s in
+            while let item = s.pacer.next(now: now) {
+                let found = s.streams[item.stream].history.withPacket(item.sequence) { packet in
+                    buffer.removeAll(keepingCapacity: true)
+                    buffer.append(contentsOf: packet)
+                }
+                if found != nil {
+                    s.streams[item.stream].countSent(size: buffer.count, retransmission: item.isRetransmission)
+                    return true
+                }
+            }
+            return false
+        }
+    }
+
+    /// Acts on the receiver's RTCP; true when it said goodbye (BYE).
+    func handle(_ packets: [RTCPPacket], arrivedAtCompactNTP now: UInt32) -> Bool {
+        state.withLock { s in
+            var bye = false
+            for packet in packets where s.handle(packet, arrivedAtCompactNTP: now) { bye = true }
+            return bye
+        }
+    }
+
+    /// A sender report for each stream that has sent something.
+    func senderReports(at now: MonotonicTimestamp, ntp: UInt64) -> [RTCPPacket] {
+        state.withLock { s in
+            s.streams.filter(\.hasSent).map { stream in
+                .senderReport(SenderReport(ssrc: stream.ssrc, ntpTimestamp: ntp,
+                                           rtpTimestamp: stream.rtpTimestamp(at: now, origin: origin),
+                                           packetCount: UInt32(truncatingIfNeeded: stream.packetsSent),
+                                           octetCount: UInt32(truncatingIfNeeded: stream.payloadBytesSent)))
+            }
+        }
+    }
+
+    /// Every stream's SSRC, in stream order (for BYE).
+    var allSSRCs: [UInt32] { state.withLock { s in s.streams.map(\.ssrc) } }
+
+    // MARK: Stats
+
+    /// One stream's stats, computed under the lock: a copy of the send state
+    /// would make the sender copy its histories on its next write.
+    func streamStats(_ kind: MediaKind, codec: String, previous: (UInt64, UInt64)?, elapsed: Double) -> StreamStats? {
+        state.withLock { s in
+            s.streamIndex(kind: kind).map { StreamStats(s, stream: $0, codec: codec, previous: previous, elapsed: elapsed) }
+        }
+    }
+
+    var packetsDroppedByPacer: UInt64 { state.withLock { $0.pacer.dropped } }
+
+    #if DEBUG
+    /// Tests: the state as it is now, to look at or adjust.
+    func withStateForTesting<R: Sendable>(_ body: (inout MediaSendState) -> R) -> R {
+        state.withLock { body(&$0) }
+    }
+    #endif
 }

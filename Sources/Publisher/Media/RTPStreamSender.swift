@@ -38,17 +38,17 @@ struct RTPStreamSender {
         history = PacketHistory(capacity: historySize)
     }
 
-    /// RTP time of a moment on the monotonic clock, counted from `origin`
-    /// (shared by audio and video, which keeps them in sync at the receiver).
+    /// RTP time of a moment on the monotonic clock, counted from `origin`.
     func rtpTimestamp(at time: MonotonicTimestamp, origin: MonotonicTimestamp) -> UInt32 {
-        let ticks = (time - origin).secondsDouble * Double(clockRate)
-        return timestampBase &+ UInt32(truncatingIfNeeded: Int64(ticks.rounded()))
+        RTPClock.timestamp(at: time, origin: origin, base: timestampBase, clockRate: clockRate)
     }
 
     /// Numbers one frame's payloads (cut once for every connection) into
     /// packets stored in the history; `enqueue` gets each packet's sequence
-    /// number and size, in order.
+    /// number and size, in order. `headerExtension` (video orientation) goes
+    /// on every packet of the frame, so a receiver that lost some still has it.
     mutating func append(_ batch: PayloadBatch, timestamp: UInt32, isKeyframe: Bool,
+                         headerExtension: OneByteExtension? = nil,
                          enqueue: (_ sequence: UInt16, _ size: Int) -> Void) {
         let markLast = kind == .video   // video: marker on a frame's last packet
         let pt = payloadType, ts = timestamp, ssrc = ssrc
@@ -57,8 +57,10 @@ struct RTPStreamSender {
             sequence &+= 1
             var size = 0
             history.store(sequence: seq) { out in
-                RTPHeader(payloadType: pt, sequenceNumber: seq, timestamp: ts, ssrc: ssrc,
-                          marker: markLast && index == batch.count - 1).write(to: &out)
+                var header = RTPHeader(payloadType: pt, sequenceNumber: seq, timestamp: ts, ssrc: ssrc,
+                                       marker: markLast && index == batch.count - 1)
+                header.oneByteExtension = headerExtension
+                header.write(to: &out)
                 batch.withPayload(index) { out.append(contentsOf: $0) }
                 size = out.count
             }

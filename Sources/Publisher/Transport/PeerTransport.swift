@@ -219,7 +219,7 @@ final class PeerTransport: @unchecked Sendable {   // `run` state belongs to the
             if let d = agent.nextDeadline { deadline = min(deadline, d) }
             if phase == .securing, let r = dtls?.retransmitDelay { deadline = min(deadline, now + r) }
             if phase == .connected {
-                if let d = media.state.withLock({ $0.pacer.nextDeadline(now: now) }) { deadline = min(deadline, d) }
+                if let d = media.pacerDeadline(now: now) { deadline = min(deadline, d) }
                 deadline = min(deadline, nextRTCP)
             }
             let timeout = Int32(max(0, ((deadline - now) * 1000).rounded(.up)))
@@ -315,7 +315,7 @@ final class PeerTransport: @unchecked Sendable {   // `run` state belongs to the
             return
         }
         logger.info("DTLS connected (\(dtls.role == .client ? "client" : "server")), SRTP \(profile)")
-        media.state.withLock { $0.keyframeRequested = true }
+        media.requestKeyframe()
         nextRTCP = Self.now() + 0.2
         setPhase(.connected)
     }
@@ -330,12 +330,7 @@ final class PeerTransport: @unchecked Sendable {   // `run` state belongs to the
         }
         guard let packets = try? RTCPPacket.parseCompound(rtcpBuffer[...]) else { return }
         let now = NTPTime.compact(NTPTime.now())
-        let bye = media.state.withLock { s in
-            var bye = false
-            for packet in packets where s.handle(packet, arrivedAtCompactNTP: now) { bye = true }
-            return bye
-        }
-        if bye { setPhase(.failed(.peerClosed)) }
+        if media.handle(packets, arrivedAtCompactNTP: now) { setPhase(.failed(.peerClosed)) }
     }
 
     /// Sends what the pacer lets out now: each packet is copied from the
@@ -343,21 +338,7 @@ final class PeerTransport: @unchecked Sendable {   // `run` state belongs to the
     /// the clear packet for NACKs) and leaves on the selected pair.
     private func sendPaced(now: Double) {
         guard let outbound, let selected = agent.selected else { return }
-        while true {
-            let item: Pacer.Item? = media.state.withLock { s in
-                while let item = s.pacer.next(now: now) {
-                    let found = s.streams[item.stream].history.withPacket(item.sequence) { packet in
-                        sendBuffer.removeAll(keepingCapacity: true)
-                        sendBuffer.append(contentsOf: packet)
-                    }
-                    if found != nil {
-                        s.streams[item.stream].countSent(size: sendBuffer.count, retransmission: item.isRetransmission)
-                        return item
-                    }
-                }
-                return nil
-            }
-            guard item != nil else { return }
+        while media.takeNextPacket(now: now, into: &sendBuffer) {
             do {
                 try outbound.protectRTP(&sendBuffer)
                 try sendBuffer.withUnsafeBytes { try sockets[selected.socket].send($0, to: selected.remote) }
@@ -370,20 +351,13 @@ final class PeerTransport: @unchecked Sendable {   // `run` state belongs to the
     private func sendSenderReports() {
         let now = MonotonicTimestamp.now()
         let ntp = NTPTime.now()
-        let packets: [RTCPPacket] = media.state.withLock { s in
-            s.streams.filter(\.hasSent).map { stream in
-                .senderReport(SenderReport(ssrc: stream.ssrc, ntpTimestamp: ntp,
-                                           rtpTimestamp: stream.rtpTimestamp(at: now, origin: media.origin),
-                                           packetCount: UInt32(truncatingIfNeeded: stream.packetsSent),
-                                           octetCount: UInt32(truncatingIfNeeded: stream.payloadBytesSent)))
-            }
-        }
+        let packets = media.senderReports(at: now, ntp: ntp)
         guard case .senderReport(let first)? = packets.first else { return }
         sendRTCP(packets + [.sourceDescription(ssrc: first.ssrc, cname: cname)])
     }
 
     private func sendBye() {
-        let ssrcs = media.state.withLock { s in s.streams.map(\.ssrc) }
+        let ssrcs = media.allSSRCs
         guard let first = ssrcs.first else { return }
         sendRTCP([.receiverReport(ssrc: first, reports: []), .bye(ssrcs: ssrcs)])
     }

@@ -1,0 +1,21 @@
+/// What the video encoder needs to know for one frame, gathered by
+/// `MediaHub` in one pass over the connections: whether to make a keyframe,
+/// the bitrate to encode at, and whether orientation can travel as metadata.
+struct VideoFramePlan: Equatable, Sendable {
+    /// Some receiver asked for a keyframe (PLI, FIR, a new connection) and the last one is old enough.
+    var keyframe: Bool
+    /// Bits per second: the room of the receiver with the least.
+    var bitrate: Int
+    /// Every connection receiving video takes urn:3gpp:video-orientation,
+    /// so frames are encoded as captured and the rotation rides along.
+    /// Otherwise pixels are rotated before encoding.
+    var orientationAsMetadata: Bool
+
+    /// What the connections contribute, one at a time.
+    struct Builder {
+        var receivers = 0
+        var keyframeAsked = false
+        var lowestBitrate: Int?
+        var allTakeOrientation = true
+    }
+}
