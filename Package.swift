@@ -124,7 +124,7 @@ let package = Package(
         .target(
             name: "Publisher",
             dependencies: [
-                "MediaTypes", "AudioDevices", "Encoders", "RTP", "ICE", "SDP", "SecureTransport", "WHIP",
+                "MediaTypes", "PixelConversion", "AudioDevices", "Encoders", "RTP", "ICE", "SDP", "SecureTransport", "WHIP",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -155,7 +155,10 @@ let package = Package(
         .testTarget(name: "RTPTests", dependencies: ["RTP"]),
         .testTarget(name: "ICETests", dependencies: ["ICE", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "SDPTests", dependencies: ["SDP"]),
-        .testTarget(name: "PublisherTests", dependencies: ["Publisher", "RTP", "MediaTypes"]),
+        .testTarget(
+            name: "PublisherTests",
+            dependencies: ["Publisher", "RTP", "MediaTypes", "SecureTransport", .product(name: "Logging", package: "swift-log")]
+        ),
         .testTarget(name: "SecureTransportTests", dependencies: ["SecureTransport", "RTP"]),
         .testTarget(
             name: "WHIPTests",

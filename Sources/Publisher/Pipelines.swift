@@ -2,64 +2,135 @@ import AudioDevices
 import Encoders
 import Logging
 import MediaTypes
+import PixelConversion
 import RTP
 import Synchronization
 
-/// Encodes captured video once for every connection, on the capture thread
-/// (a capturer delivers its newest frame, so a slow encoder skips frames
-/// instead of queueing them), and only while someone receives video. The
-/// encoder is made on the first frame, at the size the camera really
-/// delivers, for the codec in use.
-final class VideoPipeline: VideoCaptureConsumer, @unchecked Sendable {   // encoder state: capture thread only
+/// Encodes captured video once for every connection, on an encoder thread
+/// of its own, and only while someone receives video. The capture thread
+/// only converts: `consume` drops the frame into a one-frame slot (the
+/// newest wins; a frame replaced before it was encoded is counted) and the
+/// capturer requeues its driver buffer at once. The encoder is made on the
+/// first frame, at the size the camera really delivers, and made again when
+/// the size changes (another camera, a camera that came back in another
+/// mode), which also makes the next frame a keyframe.
+///
+/// Orientation and colour range reach the receiver: a rotation travels as
+/// the urn:3gpp:video-orientation header extension when every receiver took
+/// it, otherwise (or for a mirror, which browsers ignore in CVO) the pixels
+/// are turned before encoding; full-range frames (MJPEG) are brought to the
+/// limited range the encoders signal.
+final class VideoPipeline: VideoCaptureConsumer, @unchecked Sendable {   // encoder state: encoder thread only
+    struct Counts: Sendable, Equatable {
+        /// Frames encoded (once for every receiver).
+        var encoded: UInt64 = 0
+        /// Frames captured while nobody received video (not encoded).
+        var notWatched: UInt64 = 0
+        /// Frames replaced by a newer one before the encoder took them.
+        var droppedEncoderBusy: UInt64 = 0
+    }
+
     private let hub: MediaHub
     private let logger: Logger
     private let onError: @Sendable (PublisherError) -> Void
+    private let onCaptureEvent: @Sendable (CaptureEvent) -> Void
     /// What the answer sets; read on every frame.
     private let control = Mutex<(codec: VideoCodec, framesPerSecond: Double)>((.vp8, 30))
-    private let counters = Mutex<(encoded: UInt64, skipped: UInt64)>((0, 0))
+    private let counters = Mutex(Counts())
+    /// The capture thread's newest frame, waiting for the encoder.
+    private let slot = Mutex<VideoFrame?>(nil)
+    private let signal = StopSignal()
+    private let thread = Mutex<StoppableThread?>(nil)
 
+    // Encoder-thread state.
     private var vp8: VP8Encoder?
     private var h264: H264Encoder?
     private var vp8Payloader = VP8Payloader(firstPictureID: .random(in: 0...0x7fff))
     private var h264Payloader = H264Payloader()
     private var batch = PayloadBatch()
     private var failed = false
+    /// Where pixels are turned or their range converted; made on first need.
+    private var prepared: VideoFrame?
+    private var rotator: PixelRotator?
 
     init(hub: MediaHub, codec: VideoCodec, framesPerSecond: Double, logger: Logger,
-         onError: @escaping @Sendable (PublisherError) -> Void) {
+         onError: @escaping @Sendable (PublisherError) -> Void,
+         onCaptureEvent: @escaping @Sendable (CaptureEvent) -> Void = { _ in }) {
         self.hub = hub
         self.logger = logger
         self.onError = onError
+        self.onCaptureEvent = onCaptureEvent
         control.withLock { $0 = (codec, framesPerSecond) }
     }
 
     func configure(codec: VideoCodec) { control.withLock { $0.codec = codec } }
     var codec: VideoCodec { control.withLock { $0.codec } }
-    /// Frames encoded, and frames captured while nobody received video.
-    var frameCounts: (encoded: UInt64, skipped: UInt64) { counters.withLock { $0 } }
+    var frameCounts: Counts { counters.withLock { $0 } }
+
+    /// Starts the encoder thread.
+    func start() {
+        thread.withLock { t in
+            guard t == nil else { return }
+            t = StoppableThread(name: "camagent-encode", signal: signal) { [self] signal in runEncoder(signal) }
+        }
+    }
+
+    /// Stops the encoder thread (a frame being encoded is finished first).
+    func stop() {
+        thread.withLock { $0 }?.stop()
+        slot.withLock { $0 = nil }
+    }
+
+    // MARK: The capture thread's side
 
     func consume(_ frame: VideoFrame) {
+        let replaced = slot.withLock { s -> Bool in
+            defer { s = frame }
+            return s != nil
+        }
+        if replaced { counters.withLock { $0.droppedEncoderBusy += 1 } }
+        signal.wakeUp()
+    }
+
+    func captureEvent(_ event: CaptureEvent) {
+        onCaptureEvent(event)
+    }
+
+    // MARK: The encoder thread
+
+    private func runEncoder(_ signal: StopSignal) {
+        while !signal.isStopRequested {
+            signal.wait(milliseconds: 500)
+            while !signal.isStopRequested, let frame = slot.withLock({ s in defer { s = nil }; return s }) {
+                encode(frame)
+            }
+        }
+    }
+
+    private func encode(_ frame: VideoFrame) {
         guard !failed else { return }
-        guard hub.wants(.video) else {
-            counters.withLock { $0.skipped += 1 }
+        guard let plan = hub.planVideoFrame(now: .now()) else {
+            counters.withLock { $0.notWatched += 1 }
             return
         }
         let (codec, fps) = control.withLock { ($0.codec, $0.framesPerSecond) }
-        let keyframe = hub.takeKeyframeRequest(now: .now())
-        let target = hub.videoBitrateTarget()
-        let size = FrameSize(width: frame.width, height: frame.height)
+        // Mirroring has no CVO bit that browsers honour: it is always done in pixels.
+        let turnPixels = !frame.orientation.isUpright && (!plan.orientationAsMetadata || frame.orientation.mirrored)
+        let orientationByte = turnPixels ? 0 : Self.cvoByte(frame.orientation.rotation)
+        let picture = prepare(frame, turnPixels: turnPixels)
+        let size = FrameSize(width: picture.width, height: picture.height)
         let timestamp = hub.rtpTimestamp(.video, at: frame.timestamp)
         do throws(CodecError) {
             switch codec {
             case .vp8:
-                try encode(frame, with: &vp8, payloader: &vp8Payloader, size: size, target: target, keyframe: keyframe,
-                           timestamp: timestamp) { () throws(CodecError) in
-                    try VP8Encoder(size: size, framesPerSecond: fps, bitrateKbps: target / 1000)
+                try encode(picture, with: &vp8, payloader: &vp8Payloader, size: size, target: plan.bitrate,
+                           keyframe: plan.keyframe, timestamp: timestamp, orientation: orientationByte) { () throws(CodecError) in
+                    try VP8Encoder(size: size, framesPerSecond: fps, bitrateKbps: plan.bitrate / 1000)
                 }
             case .h264:
-                try encode(frame, with: &h264, payloader: &h264Payloader, size: size, target: target, keyframe: keyframe,
-                           timestamp: timestamp) { () throws(CodecError) in
-                    try H264Encoder(size: size, framesPerSecond: fps, bitrateKbps: target / 1000)
+                try encode(picture, with: &h264, payloader: &h264Payloader, size: size, target: plan.bitrate,
+                           keyframe: plan.keyframe, timestamp: timestamp, orientation: orientationByte) { () throws(CodecError) in
+                    try H264Encoder(size: size, framesPerSecond: fps, bitrateKbps: plan.bitrate / 1000)
                 }
             }
             counters.withLock { $0.encoded += 1 }
@@ -69,12 +140,45 @@ final class VideoPipeline: VideoCaptureConsumer, @unchecked Sendable {   // enco
         }
     }
 
+    /// The picture to encode: the frame itself, or the frame turned and/or
+    /// brought to limited range in the pipeline's own frame (reused; made
+    /// again only for a larger picture).
+    private func prepare(_ frame: VideoFrame, turnPixels: Bool) -> VideoFrame {
+        guard turnPixels || frame.isFullRange else { return frame }
+        let side = max(frame.width, frame.height)
+        if prepared.map({ $0.capacity < VideoFrame.byteCount(of: .nv12(width: side, height: side, framesPerSecond: 0)) }) ?? true {
+            prepared = VideoFrame(maxWidth: side, maxHeight: side)
+            rotator = PixelRotator(maxWidth: side, maxHeight: side)
+        }
+        guard let prepared, let rotator else { return frame }
+        var source = frame
+        if turnPixels {
+            rotator.apply(frame.orientation, from: frame, into: prepared)
+            source = prepared
+        }
+        if frame.isFullRange { RangeConversion.fullToLimited(source, into: prepared) }
+        prepared.timestamp = frame.timestamp
+        prepared.sequence = frame.sequence
+        return prepared
+    }
+
+    /// The CVO byte's rotation bits (3GPP TS 26.114 as WebRTC reads them):
+    /// how far to turn the picture clockwise to show it upright.
+    static func cvoByte(_ rotation: VideoOrientation.Rotation) -> UInt8 {
+        switch rotation {
+        case .none: 0
+        case .clockwise90: 1
+        case .upsideDown: 2
+        case .clockwise270: 3
+        }
+    }
+
     /// One frame through one codec: the encoder is (re)made when the frame
     /// size changes, follows the bitrate target when it moves by over 5 %,
     /// and each encoded frame is cut once and handed to every connection.
     private func encode<E: VideoFrameEncoder, P: RTPPayloader>(
         _ frame: VideoFrame, with encoder: inout E?, payloader: inout P, size: FrameSize, target: Int, keyframe: Bool,
-        timestamp: UInt32, make: () throws(CodecError) -> E
+        timestamp: UInt32, orientation: UInt8, make: () throws(CodecError) -> E
     ) throws(CodecError) {
         if encoder?.size != size {
             encoder = try make()
@@ -84,14 +188,7 @@ final class VideoPipeline: VideoCaptureConsumer, @unchecked Sendable {   // enco
         if abs(encoder.bitrateKbps - target / 1000) * 20 > encoder.bitrateKbps { try encoder.setBitrate(kbps: target / 1000) }
         try encoder.encode(frame, forceKeyframe: keyframe) { encoded in
             batch.fill(encoded.bytes, payloader: &payloader, maxPayloadSize: MediaSenders.maxPayloadSize)
-            hub.send(batch, kind: .video, rtpTimestamp: timestamp, isKeyframe: encoded.isKeyframe)
-        }
-    }
-
-    func captureEvent(_ event: CaptureEvent) {
-        switch event {
-        case .failed(let e), .deviceLost(let e): onError(.video(e))
-        default: logger.notice("video: \(event)")
+            hub.send(batch, kind: .video, rtpTimestamp: timestamp, isKeyframe: encoded.isKeyframe, orientation: orientation)
         }
     }
 }

@@ -14,9 +14,15 @@ import Synchronization
 /// flows, or throws what stopped it; after that, a dropped session is
 /// reconnected with backoff until `unpublish()`. Without one it returns as
 /// soon as capture runs. Events arrive through `onEvent`.
+///
+/// A camera that is lost while its capturer reconnects (`--reconnect`)
+/// does not end anything: sessions and viewers stay connected, the events
+/// say the device is lost and back, and frames resume with a keyframe (at
+/// a new size if the camera came back in another mode). A camera lost for
+/// good ends the publisher with that error, after a clean WHIP DELETE.
 public final class Publisher: @unchecked Sendable {   // mutable state behind `control`
     public let settings: PublisherSettings
-    private let video: (any VideoCapture)?
+    private let videoCapture: Mutex<(any VideoCapture)?>
     private let audio: (any AudioDevice)?
     private let signaling: (any PublisherSignaling)?
     private let logger: Logger
@@ -40,6 +46,9 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
         var pipelineFailure: PublisherError?
         var codec = "none"
         var connections = 0
+        /// The error that ended the publisher, once it ended on its own.
+        var failure: PublisherError?
+        var videoDeviceLost = false
         var lastStats: (time: MonotonicTimestamp, video: (UInt64, UInt64), audio: (UInt64, UInt64), encoded: UInt64)?
     }
     private let control = Mutex(Control())
@@ -48,7 +57,8 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
                 signaling: (any PublisherSignaling)?, logger: Logger,
                 onEvent: @escaping @Sendable (PublisherEvent) -> Void = { _ in }) throws(PublisherError) {
         self.settings = settings
-        video = settings.videoTrack ? videoCapture : nil
+        self.videoCapture = Mutex(settings.videoTrack ? videoCapture : nil)
+        let video = settings.videoTrack ? videoCapture : nil
         audio = settings.audioTrack ? audioDevice : nil
         self.signaling = signaling
         self.logger = logger
@@ -70,6 +80,9 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
     }
 
     public var state: PublisherState { control.withLock { $0.state } }
+    /// Why the publisher ended on its own (state `failed`); nil otherwise.
+    public var failure: PublisherError? { control.withLock { $0.failure } }
+    private var video: (any VideoCapture)? { videoCapture.withLock { $0 } }
 
     /// Starts capture, connects, and returns once the first session carries
     /// media (or throws why it could not).
@@ -78,13 +91,17 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
         if let video {
             let fps = video.captureSettings?.grantedFramesPerSecond ?? 30
             let pipeline = VideoPipeline(hub: hub, codec: settings.codecPreference.first ?? .vp8, framesPerSecond: fps,
-                                         logger: logger, onError: report)
+                                         logger: logger, onError: report) { [weak self] event in self?.videoEvent(event) }
             videoPipeline = pipeline
+            pipeline.start()
             video.setConsumer(pipeline)
             do {
                 if video.captureSettings == nil { try video.initialize() }
                 try video.start()
-            } catch { throw .video(error) }
+            } catch {
+                stopCapture()
+                throw .video(error)
+            }
         }
         if let audio {
             do throws(PublisherError) {
@@ -127,6 +144,30 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
         }
     }
 
+    /// Swaps the camera while live: the old one stops, the new one feeds the
+    /// same encoder (made again if its size differs) and every receiver gets
+    /// a keyframe. On failure the old camera is left stopped and the error
+    /// says why the new one could not start.
+    public func replaceVideoCapture(_ replacement: any VideoCapture) throws(PublisherError) {
+        guard let pipeline = videoPipeline else { throw .nothingToPublish }
+        let old = videoCapture.withLock { v in defer { v = replacement }; return v }
+        if let old, old !== replacement {
+            old.stop()
+            old.setConsumer(nil)
+        }
+        replacement.setConsumer(pipeline)
+        do {
+            if replacement.captureSettings == nil { try replacement.initialize() }
+            try replacement.start()
+        } catch {
+            throw .video(error)
+        }
+        control.withLock { $0.videoDeviceLost = false }
+        hub.requestKeyframe()
+        logger.info("video source replaced: \(old?.name ?? "none") -> \(replacement.name)")
+        onEvent(.deviceRestored(kind: .video, description: "switched to \(replacement.name)"))
+    }
+
     /// Stops sending, tells the server (DELETE), stops capture.
     public func unpublish() {
         let thread: DeviceThread? = control.withLock { c in
@@ -138,7 +179,7 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
         if let thread, !thread.isCurrent { thread.join() }
         viewers.removeAll()
         stopCapture()
-        setState(.closed)
+        if state != .failed { setState(.closed) }
     }
 
     // MARK: Viewers (the embedded server's WHEP side)
@@ -160,8 +201,29 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
     private func stopCapture() {
         video?.stop()
         video?.setConsumer(nil)
+        videoPipeline?.stop()
         audio?.stopCapture()
         audio?.bus.setCaptureConsumer(nil)
+    }
+
+    /// What the camera reports: a loss it will recover from keeps every
+    /// connection up; its return asks all receivers for a keyframe.
+    private func videoEvent(_ event: CaptureEvent) {
+        switch event {
+        case .deviceLost(let error):
+            control.withLock { $0.videoDeviceLost = true }
+            logger.warning("camera lost, waiting for it: \(error)")
+            onEvent(.deviceLost(kind: .video, reason: error.description))
+        case .reconnected(let settings, let gap):
+            control.withLock { $0.videoDeviceLost = false }
+            hub.requestKeyframe()
+            onEvent(.deviceRestored(kind: .video, description:
+                "\(settings.device) back after \(gap.secondsDouble.formatted(decimals: 1)) s: \(settings.deviceFormat)"))
+        case .failed(let error):
+            pipelineFailed(.video(error))
+        default:
+            logger.notice("video: \(event)")
+        }
     }
 
     private func setState(_ state: PublisherState) {
@@ -173,9 +235,26 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
         if changed { onEvent(.stateChanged(state)) }
     }
 
+    /// A capture device or an encoder failed for good. With a WHIP session
+    /// the control thread ends it (DELETE) and fails; with only viewers the
+    /// publisher fails here.
     private func pipelineFailed(_ error: PublisherError) {
-        control.withLock { $0.pipelineFailure = $0.pipelineFailure ?? error }
+        let serving = control.withLock { c -> Bool in
+            c.pipelineFailure = c.pipelineFailure ?? error
+            return c.thread == nil && c.state == .serving
+        }
         wake.signal()
+        if serving { fail(error) }
+    }
+
+    private func fail(_ error: PublisherError) {
+        let first = control.withLock { c -> Bool in
+            defer { c.failure = c.failure ?? error }
+            return c.failure == nil
+        }
+        guard first else { return }
+        onEvent(.failed(error))
+        setState(.failed)
     }
 
     private var stopping: Bool { control.withLock { $0.stop } }
@@ -193,20 +272,20 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
             case .stopped:
                 return
             case .failed(let error):
-                onEvent(.failed(error))
                 if !everConnected {
                     control.withLock { $0.firstOutcome = .failure(error) }
                     wake.signal()
-                    setState(.failed)
+                    fail(error)
                     return
                 }
-                if case .video = error { setState(.failed); return }
-                if case .audio = error { setState(.failed); return }
-                if case .encoder = error { setState(.failed); return }
-                guard settings.reconnect else { setState(.failed); return }
+                switch error {
+                case .video, .audio, .encoder: fail(error); return
+                default: onEvent(.failed(error))
+                }
+                guard settings.reconnect else { fail(error); return }
             case .dropped(let reason):
                 onEvent(.streamDestroyed(reason: reason))
-                guard settings.reconnect else { setState(.failed); return }
+                guard settings.reconnect else { fail(.connection(.peerClosed)); return }
                 delay = 1
             }
             attempt += 1
@@ -237,14 +316,13 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
         } catch {
             return .failed(.connection(error))
         }
-        let (audioSSRC, videoSSRC) = media.state.withLock { s in
-            (s.streamIndex(kind: .audio).map { s.streams[$0].ssrc } ?? 0, s.streamIndex(kind: .video).map { s.streams[$0].ssrc } ?? 0)
-        }
-        let offer = PublisherOffer(
+        let ssrcs = media.ssrcs
+        var offer = PublisherOffer(
             iceUfrag: transport.iceUfrag, icePwd: transport.icePassword, fingerprint: certificate.fingerprint,
             candidates: transport.sdpCandidates,
             audio: audio != nil ? [.opus] : [], video: video != nil ? settings.codecPreference.map(\.description) : [],
-            audioSSRC: audioSSRC, videoSSRC: videoSSRC, cname: transport.cname, streamID: settings.name)
+            audioSSRC: ssrcs[.audio] ?? 0, videoSSRC: ssrcs[.video] ?? 0, cname: transport.cname, streamID: settings.name)
+        offer.videoOrientationExtensionID = settings.offerVideoOrientation ? PublisherOffer.defaultVideoOrientationID : nil
         let offerText = offer.sessionDescription(sessionID: .random(in: 1...UInt64(Int64.max))).text
         logger.debug("offer:\n\(offerText)")
         let exchanged: (answer: String, resource: String)
@@ -264,11 +342,10 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
         }
         // The answer's payload types and codec.
         var codecName = [String]()
-        media.state.withLock { s in
-            if let a = s.streamIndex(kind: .audio), let codec = answer.audio { s.streams[a].payloadType = UInt8(codec.payloadType) }
-            if let v = s.streamIndex(kind: .video), let codec = answer.video { s.streams[v].payloadType = UInt8(codec.payloadType) }
-            s.keyframeRequested = true
-        }
+        var payloadTypes: [MediaKind: UInt8] = [:]
+        if let codec = answer.audio { payloadTypes[.audio] = UInt8(codec.payloadType) }
+        if let codec = answer.video { payloadTypes[.video] = UInt8(codec.payloadType) }
+        media.negotiated(payloadTypes: payloadTypes, videoOrientationExtensionID: answer.videoOrientationExtensionID)
         if let codec = answer.video {
             videoPipeline?.configure(codec: codec.name.lowercased() == "h264" ? .h264 : .vp8)
             codecName.append(codec.name)
@@ -323,10 +400,10 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
     public func stats() -> PublisherStats {
         let now = MonotonicTimestamp.now()
         let viewerStats = viewers.stats(now: now)
-        let frames: (encoded: UInt64, skipped: UInt64) = videoPipeline?.frameCounts ?? (0, 0)
-        var dropped: UInt64 = 0
+        let frames = videoPipeline?.frameCounts ?? VideoPipeline.Counts()
+        var dropped = frames.droppedEncoderBusy
         if let s = video?.statistics {
-            dropped = s.framesDroppedByDriver + s.framesCorrupt + s.framesTooShort
+            dropped += s.framesDroppedByDriver + s.framesCorrupt + s.framesTooShort
             dropped += s.framesBadJPEG + s.framesSkippedForNewer + s.framesDroppedConsumerBusy
         }
         return control.withLock { c in
@@ -335,24 +412,17 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
             func codec(_ kind: MediaKind) -> String {
                 codecs.first { (kind == .audio) == ($0.lowercased() == "opus") } ?? "none"
             }
-            // Computed under the send state's lock: a copy of it would make the
-            // sender copy its histories on its next write.
-            let (v, a, pacerDropped) = whipMedia?.state.withLock { s in
-                (s.streamIndex(kind: .video).map {
-                    StreamStats(s, stream: $0, codec: codec(.video), previous: c.lastStats?.video, elapsed: elapsed)
-                 },
-                 s.streamIndex(kind: .audio).map {
-                    StreamStats(s, stream: $0, codec: codec(.audio), previous: c.lastStats?.audio, elapsed: elapsed)
-                 },
-                 s.pacer.dropped)
-            } ?? (nil, nil, 0)
+            let v = whipMedia?.streamStats(.video, codec: codec(.video), previous: c.lastStats?.video, elapsed: elapsed)
+            let a = whipMedia?.streamStats(.audio, codec: codec(.audio), previous: c.lastStats?.audio, elapsed: elapsed)
+            let pacerDropped = whipMedia?.packetsDroppedByPacer ?? 0
             let fps = elapsed > 0 ? Double(frames.encoded &- (c.lastStats?.encoded ?? 0)) / elapsed : 0
             c.lastStats = (now, (v?.bytesSent ?? 0, v?.framesEncoded ?? 0), (a?.bytesSent ?? 0, a?.framesEncoded ?? 0),
                            frames.encoded)
             return PublisherStats(state: c.state, video: v, audio: a, selectedPair: c.transport?.selectedPair,
                                   packetsDroppedByPacer: pacerDropped, connections: c.connections,
-                                  framesEncoded: frames.encoded, framesNotWatched: frames.skipped,
-                                  framesDropped: dropped, frameRate: fps, viewers: viewerStats)
+                                  framesEncoded: frames.encoded, framesNotWatched: frames.notWatched,
+                                  framesDropped: dropped, framesDroppedEncoderBusy: frames.droppedEncoderBusy,
+                                  videoDeviceLost: c.videoDeviceLost, frameRate: fps, viewers: viewerStats)
         }
     }
 }

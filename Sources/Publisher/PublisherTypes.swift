@@ -35,6 +35,10 @@ public struct PublisherSettings: Sendable {
     public var maxViewers = 16
     /// A viewer whose ICE consent checks stop for this long is dropped (RFC 7675: 30 s).
     public var viewerConsentTimeout = 30.0
+    /// Offer the urn:3gpp:video-orientation RTP header extension (CVO) to
+    /// the WHIP server and accept it from viewers, so a rotation travels as
+    /// metadata; peers without it get pixels turned before encoding.
+    public var offerVideoOrientation = true
 
     public init() {}
 }
@@ -84,6 +88,11 @@ public enum PublisherEvent: Sendable {
     case viewerJoined(id: String, codec: String, selectedPair: String?)
     /// A viewer left: its DELETE, its BYE, consent expiry or a failed connection.
     case viewerLeft(id: String, reason: String)
+    /// A capture device went away; its capturer waits for it, and every
+    /// session and viewer stays connected meanwhile.
+    case deviceLost(kind: MediaKind, reason: String)
+    /// The device is back (or another one took its place); frames resume with a keyframe.
+    case deviceRestored(kind: MediaKind, description: String)
 }
 
 /// Why the embedded server cannot take a viewer.
@@ -159,8 +168,14 @@ public struct PublisherStats: Sendable, Codable, Hashable {
     /// while nobody received video (not encoded).
     public var framesEncoded: UInt64
     public var framesNotWatched: UInt64
-    /// Video frames the capture lost (driver drops, corrupt, skipped for newer).
+    /// Video frames lost on the way to the encoder: the capture's (driver
+    /// drops, corrupt, skipped for newer, pool exhausted) and the encoder's
+    /// (replaced by a newer frame before it was encoded).
     public var framesDropped: UInt64
+    /// Of those, frames the encoder thread was too busy to take.
+    public var framesDroppedEncoderBusy: UInt64
+    /// True while the camera is lost and its capturer waits for it.
+    public var videoDeviceLost: Bool
     /// Encoded frames per second over the interval since the previous call.
     public var frameRate: Double
     public var viewers: [ViewerStats]

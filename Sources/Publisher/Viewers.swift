@@ -40,6 +40,10 @@ final class ViewerSessions: Sendable {
     private let logger: Logger
     private let onEvent: @Sendable (PublisherEvent) -> Void
     private let sessions = Mutex<[String: Session]>([:])
+    /// Places taken under the viewer limit: from admission (before the
+    /// answer is made) until the viewer is closed. Checked and taken in one
+    /// critical section, so concurrent offers cannot all pass the check.
+    private let places = Mutex(0)
     private let reaper = Mutex<(thread: DeviceThread?, stop: Bool)>((nil, false))
     private let wake = WakeEvent()
 
@@ -53,6 +57,18 @@ final class ViewerSessions: Sendable {
     }
 
     var count: Int { sessions.withLock { $0.count } }
+
+    /// Takes a place under the viewer limit, or says there is none.
+    private func takePlace() throws(ViewerError) {
+        let ok = places.withLock { taken in
+            guard taken < settings.maxViewers else { return false }
+            taken += 1
+            return true
+        }
+        guard ok else { throw .tooManyViewers(settings.maxViewers) }
+    }
+
+    private func releasePlace() { places.withLock { $0 -= 1 } }
     var connectedCount: Int { sessions.withLock { $0.values.filter { $0.media.isSending }.count } }
 
     /// Answers a viewer's offer and starts its connection; the answer lists
@@ -68,14 +84,17 @@ final class ViewerSessions: Sendable {
         if let video = offerable.video, let v = offer.accepting("video", codec: video.description) {
             tracks.append((.video, v.index, v.codec))
         }
+        let orientationID = settings.offerVideoOrientation
+            ? tracks.first { $0.kind == .video }.flatMap { offer.sections[$0.section].videoOrientationExtensionID } : nil
         guard !tracks.isEmpty else {
             let sent = [offerable.audio ? "Opus audio" : nil, offerable.video.map { "\($0.description.name) video" }]
                 .compactMap { $0 }.joined(separator: " and ")
             throw .noCommonCodec("the agent sends \(sent.isEmpty ? "nothing" : sent); the offer receives none of it")
         }
-        guard count < settings.maxViewers else { throw .tooManyViewers(settings.maxViewers) }
+        try takePlace()
 
         let media = hub.makeSenders(tracks.map { ($0.kind, $0.codec.payloadType) })
+        media.negotiated(payloadTypes: [:], videoOrientationExtensionID: orientationID)
         let kinds = Set(tracks.map(\.kind))
         let id = Self.makeID()
         let transport: PeerTransport
@@ -92,20 +111,26 @@ final class ViewerSessions: Sendable {
                 }
                 wake.signal()
             }
-        } catch { throw .connection(error) }
-        let ssrcs = media.state.withLock { s in Dictionary(uniqueKeysWithValues: s.streams.map { ($0.kind, $0.ssrc) }) }
+        } catch {
+            releasePlace()
+            throw .connection(error)
+        }
+        let ssrcs = media.ssrcs
         let answer = ViewerAnswer(
             iceUfrag: transport.iceUfrag, icePwd: transport.icePassword, fingerprint: certificate.fingerprint,
             setup: ViewerAnswer.setup(answering: offer.setup),
             candidates: transport.sdpCandidates,
-            tracks: tracks.map { ViewerAnswer.Track(sectionIndex: $0.section, codec: $0.codec, ssrc: ssrcs[$0.kind] ?? 0) },
+            tracks: tracks.map {
+                ViewerAnswer.Track(sectionIndex: $0.section, codec: $0.codec, ssrc: ssrcs[$0.kind] ?? 0,
+                                   videoOrientationExtensionID: $0.kind == .video ? orientationID : nil)
+            },
             cname: transport.cname, streamID: settings.name)
         let answerText = answer.sessionDescription(answering: offer, sessionID: .random(in: 1...UInt64(Int64.max))).text
         logger.debug("viewer \(id) offer:\n\(text)")
         logger.debug("viewer \(id) answer:\n\(answerText)")
         let session = Session(id: id, media: media, transport: transport,
                               codecs: Dictionary(uniqueKeysWithValues: tracks.map { ($0.kind, $0.codec.name) }))
-        sessions.withLock { $0[id] = session }
+        sessions.withLock { $0[id] = session }   // its place is released when it is closed
         hub.attach(media)
         startReaper()
         // The viewer's setup names its own role; "passive" makes us the DTLS client.
@@ -138,6 +163,7 @@ final class ViewerSessions: Sendable {
     }
 
     private func close(_ session: Session, reason: String) {
+        releasePlace()
         hub.detach(session.media)
         session.media.setSending([])
         session.transport.stop()
@@ -193,12 +219,11 @@ final class ViewerSessions: Sendable {
             session.previous.withLock { previous in
                 let elapsed = previous.map { (now - $0.time).secondsDouble } ?? (now - session.created).secondsDouble
                 let before = previous?.counts ?? [:]
-                // Computed under the lock: a copy of the send state would make
-                // the sender copy its histories on its next write.
-                let (video, audio, connected) = session.media.state.withLock { s in
-                    (Self.streamStats(s, .video, session.codecs, before, elapsed),
-                     Self.streamStats(s, .audio, session.codecs, before, elapsed), !s.sending.isEmpty)
-                }
+                let video = session.media.streamStats(.video, codec: session.codecs[.video] ?? "none",
+                                                      previous: before[.video], elapsed: elapsed)
+                let audio = session.media.streamStats(.audio, codec: session.codecs[.audio] ?? "none",
+                                                      previous: before[.audio], elapsed: elapsed)
+                let connected = session.media.isSending
                 var counts: [MediaKind: (UInt64, UInt64)] = [:]
                 if let video { counts[.video] = (video.bytesSent, video.framesEncoded) }
                 if let audio { counts[.audio] = (audio.bytesSent, audio.framesEncoded) }
@@ -207,15 +232,6 @@ final class ViewerSessions: Sendable {
                                    selectedPair: session.transport.selectedPair, video: video, audio: audio,
                                    age: (now - session.created).secondsDouble)
             }
-        }
-    }
-}
-
-extension ViewerSessions {
-    fileprivate static func streamStats(_ s: MediaSendState, _ kind: MediaKind, _ codecs: [MediaKind: String],
-                                        _ previous: [MediaKind: (UInt64, UInt64)], _ elapsed: Double) -> StreamStats? {
-        s.streamIndex(kind: kind).map { index in
-            StreamStats(s, stream: index, codec: codecs[kind] ?? "none", previous: previous[kind], elapsed: elapsed)
         }
     }
 }

@@ -11,6 +11,7 @@ enum PrometheusText {
         }
         metric("camagent_frames_encoded_total", "counter", "Video frames encoded since the agent started.", String(m.framesEncoded))
         metric("camagent_frames_dropped_total", "counter", "Video frames dropped before or by the encoder since the agent started.", String(m.framesDropped))
+        metric("camagent_frames_dropped_encoder_busy_total", "counter", "Video frames replaced by a newer one before the encoder took them (included in camagent_frames_dropped_total).", String(m.framesDroppedEncoderBusy))
         metric("camagent_viewers", "gauge", "Viewers connected now.", String(m.viewers))
         metric("camagent_video_bitrate_bits_per_second", "gauge", "Video bitrate being sent to each viewer.", number(m.videoBitrate))
         metric("camagent_rtt_seconds", "gauge", "Round-trip time to the viewers from RTCP (absent while unknown).", m.roundTripTime.map(number))

@@ -32,6 +32,8 @@ public struct ViewerMetrics: Sendable, Equatable {
     public var framesEncoded: UInt64
     /// Video frames dropped before or by the encoder since start (counter).
     public var framesDropped: UInt64
+    /// Of those, frames the encoder was too busy to take (counter).
+    public var framesDroppedEncoderBusy: UInt64
     /// Viewers connected now (gauge).
     public var viewers: Int
     /// Video bitrate being sent, bits per second, one viewer's worth (gauge).
@@ -43,12 +45,14 @@ public struct ViewerMetrics: Sendable, Equatable {
     public init(
         framesEncoded: UInt64 = 0,
         framesDropped: UInt64 = 0,
+        framesDroppedEncoderBusy: UInt64 = 0,
         viewers: Int = 0,
         videoBitrate: Double = 0,
         roundTripTime: Double? = nil
     ) {
         self.framesEncoded = framesEncoded
         self.framesDropped = framesDropped
+        self.framesDroppedEncoderBusy = framesDroppedEncoderBusy
         self.viewers = viewers
         self.videoBitrate = videoBitrate
         self.roundTripTime = roundTripTime

@@ -207,12 +207,13 @@ struct PublishCommand: ParsableCommand {
             }
         }
         let final = publisher.stats()
-        let failed = publisher.state == .failed
+        let failure = publisher.state == .failed ? publisher.failure ?? .connection(.peerClosed) : nil
         publisher.unpublish()
         server?.stop()
         out.finishStatusLine()
         out.summary(final)
-        if failed { throw ExitCode(ExitCodes.connectionFailed) }
+        // The exit code says what ended it: a lost camera is 74, a dropped session 83.
+        if let failure { throw ExitCode(ExitCodes.code(for: failure)) }
     }
 }
 
@@ -348,9 +349,20 @@ final class EventPrinter: Sendable {
                 finishStatusLine()
                 printError("viewer:    \(id) left: \(reason)")
             }
+        case .deviceLost(let kind, let reason):
+            if json { line(JSONOutput.line(DeviceLine(state: "lost", kind: kind.rawValue, reason: reason))) } else {
+                finishStatusLine()
+                printError("device:    \(kind.rawValue) lost (\(reason)); sessions stay up, waiting for it")
+            }
+        case .deviceRestored(let kind, let description):
+            if json { line(JSONOutput.line(DeviceLine(state: "restored", kind: kind.rawValue, reason: description))) } else {
+                finishStatusLine()
+                printError("device:    \(kind.rawValue) \(description)")
+            }
         }
     }
 
+    private struct DeviceLine: Encodable { var event = "device"; var state: String; var kind: String; var reason: String }
     private struct ViewerLine: Encodable { var event = "viewer"; var state: String; var id: String; var codec: String?; var selectedPair: String?; var reason: String? }
     private struct ServingLine: Encodable { var event = "serving"; var url: String; var whep: String; var port: Int; var token: String? }
     private let viewersJoined = Mutex(0)
@@ -378,6 +390,7 @@ final class EventPrinter: Sendable {
     private struct StatsLine: Encodable {
         var event: String; var state: String; var video: StreamStats?; var audio: StreamStats?; var selectedPair: String?
         var connections: Int; var packetsDroppedByPacer: UInt64; var framesEncoded: UInt64; var framesDropped: UInt64
+        var framesDroppedEncoderBusy: UInt64; var videoDeviceLost: Bool
         var frameRate: Double; var viewers: Int; var viewerStats: [ViewerStats]
         /// The same numbers as a W3C webrtc-stats report (outbound-rtp, remote-inbound-rtp, candidate-pair).
         var rtcStats: [RTCStatsEntry]
@@ -391,6 +404,8 @@ final class EventPrinter: Sendable {
             packetsDroppedByPacer = s.packetsDroppedByPacer
             framesEncoded = s.framesEncoded
             framesDropped = s.framesDropped
+            framesDroppedEncoderBusy = s.framesDroppedEncoderBusy
+            videoDeviceLost = s.videoDeviceLost
             frameRate = s.frameRate
             viewers = s.viewers.filter { $0.state == "connected" }.count
             viewerStats = s.viewers
@@ -403,7 +418,7 @@ final class EventPrinter: Sendable {
             line(JSONOutput.line(StatsLine("stats", s)))
             return
         }
-        var parts = [s.state.rawValue]
+        var parts = [s.state.rawValue + (s.videoDeviceLost ? " (camera lost)" : "")]
         let watching = s.viewers.filter { $0.state == "connected" }
         if s.state == .serving || !s.viewers.isEmpty { parts.append("\(watching.count) viewer(s)") }
         parts.append("\(s.frameRate.formatted(decimals: 1)) fps")

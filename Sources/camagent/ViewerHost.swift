@@ -31,7 +31,8 @@ struct PublisherViewerHost: WHEPSessionHost {
         let connected = s.viewers.filter { $0.state == "connected" }
         let rtts = connected.compactMap { $0.video?.rtt ?? $0.audio?.rtt }
         let bitrate = connected.compactMap { $0.video?.bitrate }.max() ?? s.video?.bitrate ?? 0
-        return ViewerMetrics(framesEncoded: s.framesEncoded, framesDropped: s.framesDropped, viewers: connected.count,
+        return ViewerMetrics(framesEncoded: s.framesEncoded, framesDropped: s.framesDropped,
+                             framesDroppedEncoderBusy: s.framesDroppedEncoderBusy, viewers: connected.count,
                              videoBitrate: bitrate, roundTripTime: rtts.max() ?? s.video?.rtt)
     }
 }

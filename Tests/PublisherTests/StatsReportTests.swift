@@ -14,7 +14,7 @@ struct StatsReportTests {
         let viewer = ViewerStats(id: "v1", state: "connected", selectedPair: "10.0.0.1:1 -> 10.0.0.2:2",
                                  video: Self.stream(.video, ssrc: 7), audio: nil, age: 3)
         let stats = PublisherStats(state: .serving, video: nil, audio: nil, selectedPair: nil, packetsDroppedByPacer: 0,
-                                   connections: 0, framesEncoded: 90, framesNotWatched: 0, framesDropped: 0,
+                                   connections: 0, framesEncoded: 90, framesNotWatched: 0, framesDropped: 0, framesDroppedEncoderBusy: 0, videoDeviceLost: false,
                                    frameRate: 30, viewers: [viewer])
         let report = stats.rtcStatsReport(timestamp: 1000)
         #expect(report.map(\.type) == ["outbound-rtp", "remote-inbound-rtp", "candidate-pair"])
@@ -29,7 +29,7 @@ struct StatsReportTests {
     @Test func audioHasNoVideoOnlyMembers() {
         let stats = PublisherStats(state: .connected, video: nil, audio: Self.stream(.audio, ssrc: 9),
                                    selectedPair: "a -> b", packetsDroppedByPacer: 0, connections: 1, framesEncoded: 0,
-                                   framesNotWatched: 0, framesDropped: 0, frameRate: 0, viewers: [])
+                                   framesNotWatched: 0, framesDropped: 0, framesDroppedEncoderBusy: 0, videoDeviceLost: false, frameRate: 0, viewers: [])
         let out = stats.rtcStatsReport(timestamp: 0)[0]
         #expect(out.kind == "audio" && out.framesEncoded == nil && out.pliCount == nil && out.packetsSent == 300)
     }

@@ -10,7 +10,7 @@ import Testing
 actor FakeSessionHost: WHEPSessionHost {
     private(set) var viewers: [String: String] = [:]
     private var next = 1
-    var metricsValue = ViewerMetrics(framesEncoded: 1234, framesDropped: 5, viewers: 0, videoBitrate: 1_500_000.5, roundTripTime: 0.012)
+    var metricsValue = ViewerMetrics(framesEncoded: 1234, framesDropped: 5, framesDroppedEncoderBusy: 2, viewers: 0, videoBitrate: 1_500_000.5, roundTripTime: 0.012)
 
     func createViewer(offer: String) async throws(WHEPHostError) -> (id: String, answer: String) {
         if offer.contains("busy") { throw .unavailable("no stream yet") }
@@ -253,6 +253,7 @@ struct ViewerServerResourceTests {
             #expect(parsed.samples == [
                 "camagent_frames_encoded_total": 1234,
                 "camagent_frames_dropped_total": 5,
+                "camagent_frames_dropped_encoder_busy_total": 2,
                 "camagent_viewers": 1,
                 "camagent_video_bitrate_bits_per_second": 1_500_000.5,
                 "camagent_rtt_seconds": 0.012,
@@ -260,6 +261,7 @@ struct ViewerServerResourceTests {
             #expect(parsed.types == [
                 "camagent_frames_encoded_total": "counter",
                 "camagent_frames_dropped_total": "counter",
+                "camagent_frames_dropped_encoder_busy_total": "counter",
                 "camagent_viewers": "gauge",
                 "camagent_video_bitrate_bits_per_second": "gauge",
                 "camagent_rtt_seconds": "gauge",
