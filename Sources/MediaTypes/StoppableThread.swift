@@ -23,7 +23,9 @@ public final class StopSignal: Sendable {
     @discardableResult
     public func wait(milliseconds: Int32) -> Bool { event.wait(milliseconds: milliseconds) }
 
-    func request() {
+    /// Asks the loop to stop, without waiting (its thread may not run yet:
+    /// one that starts later with this signal stops at once).
+    public func requestStop() {
         requested.store(true, ordering: .releasing)
         event.signal()
     }
@@ -53,7 +55,7 @@ public final class StoppableThread: Sendable {
     /// Asks the loop to stop and waits for it (at most once; from the thread
     /// itself it does not wait).
     public func stop() {
-        signal.request()
+        signal.requestStop()
         guard !thread.isCurrent else { return }
         if joined.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged {
             thread.join()

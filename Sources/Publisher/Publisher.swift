@@ -35,12 +35,14 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
     private let viewers: ViewerSessions
     private var videoPipeline: VideoPipeline?
     private var audioPipeline: AudioPipeline?
-    private let wake = WakeEvent()
+    /// Stops the control thread; its event wakes whoever waits for the
+    /// connection's progress (the control thread, `publish()`).
+    private let controlSignal = StopSignal()
+    private var wake: WakeEvent { controlSignal.event }
 
     private struct Control {
         var state = PublisherState.idle
-        var stop = false
-        var thread: DeviceThread?
+        var thread: StoppableThread?
         var transport: PeerTransport?
         var firstOutcome: Result<Void, PublisherError>?
         var pipelineFailure: PublisherError?
@@ -129,7 +131,7 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
             setState(.serving)
             return
         }
-        let thread = DeviceThread(name: "camagent-publish") { [self] in runControl() }
+        let thread = StoppableThread(name: "camagent-publish", signal: controlSignal) { [self] _ in runControl() }
         control.withLock { $0.thread = thread }
         // Wait for the first outcome: connected, or the first failure.
         while true {
@@ -170,13 +172,11 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
 
     /// Stops sending, tells the server (DELETE), stops capture.
     public func unpublish() {
-        let thread: DeviceThread? = control.withLock { c in
-            c.stop = true
+        let thread: StoppableThread? = control.withLock { c in
             defer { c.thread = nil }
             return c.thread
         }
-        wake.signal()
-        if let thread, !thread.isCurrent { thread.join() }
+        if let thread { thread.stop() } else { controlSignal.requestStop() }
         viewers.removeAll()
         stopCapture()
         if state != .failed { setState(.closed) }
@@ -257,7 +257,7 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
         setState(.failed)
     }
 
-    private var stopping: Bool { control.withLock { $0.stop } }
+    private var stopping: Bool { controlSignal.isStopRequested }
 
     // MARK: The control thread: connect, watch, reconnect
 

@@ -44,8 +44,10 @@ final class ViewerSessions: Sendable {
     /// answer is made) until the viewer is closed. Checked and taken in one
     /// critical section, so concurrent offers cannot all pass the check.
     private let places = Mutex(0)
-    private let reaper = Mutex<(thread: DeviceThread?, stop: Bool)>((nil, false))
-    private let wake = WakeEvent()
+    private let reaper = Mutex<StoppableThread?>(nil)
+    /// Stops the reaper; viewers' transports signal its event when their phase changes.
+    private let reaperSignal = StopSignal()
+    private var wake: WakeEvent { reaperSignal.event }
 
     init(hub: MediaHub, certificate: DTLSCertificate, settings: PublisherSettings, logger: Logger,
          onEvent: @escaping @Sendable (PublisherEvent) -> Void) {
@@ -153,13 +155,8 @@ final class ViewerSessions: Sendable {
     func removeAll() {
         let all = sessions.withLock { s in defer { s.removeAll() }; return Array(s.values) }
         for session in all { close(session, reason: "the publisher stopped") }
-        let thread: DeviceThread? = reaper.withLock { r in
-            r.stop = true
-            defer { r.thread = nil }
-            return r.thread
-        }
-        wake.signal()
-        thread?.join()
+        let thread = reaper.withLock { r in defer { r = nil }; return r }
+        if let thread { thread.stop() } else { reaperSignal.requestStop() }
     }
 
     private func close(_ session: Session, reason: String) {
@@ -181,15 +178,14 @@ final class ViewerSessions: Sendable {
 
     private func startReaper() {
         reaper.withLock { r in
-            guard r.thread == nil, !r.stop else { return }
-            r.thread = DeviceThread(name: "camagent-viewers") { [self] in runReaper() }
+            guard r == nil, !reaperSignal.isStopRequested else { return }
+            r = StoppableThread(name: "camagent-viewers", signal: reaperSignal) { [self] signal in runReaper(signal) }
         }
     }
 
-    private func runReaper() {
-        while !reaper.withLock({ $0.stop }) {
-            _ = wake.wait(milliseconds: 500)
-            wake.drain()
+    private func runReaper(_ signal: StopSignal) {
+        while !signal.isStopRequested {
+            signal.wait(milliseconds: 500)
             let all = sessions.withLock { Array($0.values) }
             for session in all {
                 switch session.transport.phase {

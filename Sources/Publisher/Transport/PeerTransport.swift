@@ -68,13 +68,14 @@ final class PeerTransport: @unchecked Sendable {   // `run` state belongs to the
     private let media: MediaSenders
     private let sockets: [UDPSocket]
     private let agent: ICEAgent
-    private let wake = WakeEvent()
+    /// Stops the transport thread; its event also wakes it when packets are queued.
+    private let signal = StopSignal()
     private let onPhase: @Sendable (Phase) -> Void
     private let connectTimeout: Double
     /// WHIP: a session whose consent checks go unanswered for a while is
     /// re-established at once. A viewer is only dropped when consent expires.
     private let failWhenDisconnected: Bool
-    private let control = Mutex<(stop: Bool, thread: DeviceThread?, phase: Phase, selected: String?)>((false, nil, .checking, nil))
+    private let control = Mutex<(thread: StoppableThread?, phase: Phase, selected: String?)>((nil, .checking, nil))
 
     // Transport-thread state.
     private var dtls: DTLSTransport?
@@ -172,20 +173,18 @@ final class PeerTransport: @unchecked Sendable {   // `run` state belongs to the
             setPhase(.failed(.dtls(error)))
             return
         }
-        media.setWake(wake)
-        let thread = DeviceThread(name: "camagent-rtc") { [self] in run() }
+        media.setWake(signal.event)
+        let thread = StoppableThread(name: "camagent-rtc", signal: signal) { [self] signal in run(signal) }
         control.withLock { $0.thread = thread }
     }
 
     /// Stops the loop (sending RTCP BYE first when connected) and waits for it.
     func stop() {
-        let thread: DeviceThread? = control.withLock { c in
-            c.stop = true
+        let thread: StoppableThread? = control.withLock { c in
             defer { c.thread = nil }
             return c.thread
         }
-        wake.signal()
-        thread?.join()
+        if let thread { thread.stop() } else { signal.requestStop() }
         media.setWake(nil)
         agent.close()
     }
@@ -205,15 +204,15 @@ final class PeerTransport: @unchecked Sendable {   // `run` state belongs to the
 
     // MARK: The transport thread
 
-    private func run() {
+    private func run(_ signal: StopSignal) {
         let receive = UnsafeMutableRawBufferPointer.allocate(byteCount: 2048, alignment: 16)
         defer { receive.deallocate() }
         var fds = sockets.map { pollfd(fd: $0.fileDescriptor, events: Int16(POLLIN), revents: 0) }
-        fds.append(pollfd(fd: wake.fd, events: Int16(POLLIN), revents: 0))
+        fds.append(pollfd(fd: signal.event.fd, events: Int16(POLLIN), revents: 0))
         let started = Self.now()
         agent.start(now: started)
         flushICE()
-        while !control.withLock({ $0.stop }) {
+        while !signal.isStopRequested {
             var now = Self.now()
             var deadline = now + 0.25
             if let d = agent.nextDeadline { deadline = min(deadline, d) }
@@ -224,7 +223,7 @@ final class PeerTransport: @unchecked Sendable {   // `run` state belongs to the
             }
             let timeout = Int32(max(0, ((deadline - now) * 1000).rounded(.up)))
             _ = poll(&fds, nfds_t(fds.count), timeout)
-            if fds[fds.count - 1].revents != 0 { wake.drain() }
+            if fds[fds.count - 1].revents != 0 { signal.event.drain() }
             now = Self.now()
             for index in sockets.indices where fds[index].revents & Int16(POLLIN) != 0 {
                 drain(socket: index, buffer: receive, now: now)
