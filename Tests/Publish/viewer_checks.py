@@ -19,11 +19,13 @@ def chromium_or_fail():
         pytest.fail("chromium is not installed (scripts/install --test installs Debian's chromium)")
 
 
-def open_page(net, workdir, url, timeout):
-    """Runs viewer_chromium.py on `url` inside the test's network; returns its report."""
+def open_page(net, workdir, url, timeout, refuse_extensions=()):
+    """Runs viewer_chromium.py on `url` inside the test's network; returns its report.
+    `refuse_extensions`: RTP header extension URIs the page's offer leaves out."""
     out = os.path.join(workdir, "chromium")
+    refuse = [a for uri in refuse_extensions for a in ("--refuse-extension", uri)]
     done = net.run([PY, os.path.join(HERE, "viewer_chromium.py"), url, "--out", out,
-                    "--timeout", str(timeout), "--settle", "3", "--frames", "2"], timeout=timeout + 90)
+                    "--timeout", str(timeout), "--settle", "3", "--frames", "2", *refuse], timeout=timeout + 90)
     assert done.returncode == 0, f"viewer_chromium.py exit {done.returncode}:\n{done.stderr[-3000:]}"
     return json.loads(done.stdout.strip().splitlines()[-1])
 

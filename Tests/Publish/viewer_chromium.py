@@ -14,7 +14,7 @@ the page (about:blank), which makes the page DELETE its WHEP resource.
 prints one JSON object: the #state values seen in order, the final state, the
 page's window.viewerStats and #stats text, for each grabbed frame its size and
 the test-pattern counter read from it (Tests/Device/pattern.py; null when
-unreadable), and the paths of DIR/screenshot.png and DIR/frame-<i>.npy (luma,
+unreadable), the SDP answer the page received, and the paths of DIR/screenshot.png and DIR/frame-<i>.npy (luma,
 uint8, height x width). Run it in the same network (namespace) as the server:
 the DevTools port is on that namespace's loopback.
 
@@ -84,6 +84,31 @@ GRAB_JS = r"""
   return { width: c.width, height: c.height, currentTime: v.currentTime, luma: btoa(s) };
 })()
 """
+
+
+# Installed before the page's own script: records the answer the page receives
+# (window.__answerSDP) and, for a peer that must refuse some RTP header
+# extensions, strips their a=extmap lines from the page's offer, as a browser
+# without them would send it.
+def sdp_hooks_js(refuse_extensions):
+    return """
+(() => {
+  const refuse = %s;
+  const strip = (sdp) => sdp.split("\\r\\n")
+    .filter((l) => !(l.startsWith("a=extmap:") && refuse.some((u) => l.endsWith(" " + u))))
+    .join("\\r\\n");
+  const createOffer = RTCPeerConnection.prototype.createOffer;
+  RTCPeerConnection.prototype.createOffer = async function (...args) {
+    const offer = await createOffer.apply(this, args);
+    return refuse.length ? { type: offer.type, sdp: strip(offer.sdp) } : offer;
+  };
+  const setRemote = RTCPeerConnection.prototype.setRemoteDescription;
+  RTCPeerConnection.prototype.setRemoteDescription = function (description) {
+    window.__answerSDP = description && description.sdp;
+    return setRemote.apply(this, arguments);
+  };
+})();
+""" % json.dumps(list(refuse_extensions))
 
 
 class Chromium:
@@ -181,7 +206,7 @@ class DevTools:
         return result["result"].get("value")
 
 
-async def view(url, out, *, connect_timeout=30.0, settle=3.0, frames=2, chromium=None):
+async def view(url, out, *, connect_timeout=30.0, settle=3.0, frames=2, chromium=None, refuse_extensions=()):
     """Opens URL in headless Chromium and reports what the viewer page shows (see module doc)."""
     os.makedirs(out, exist_ok=True)
     report = {"url": url, "states": [], "frames": []}
@@ -190,6 +215,7 @@ async def view(url, out, *, connect_timeout=30.0, settle=3.0, frames=2, chromium
             dt = DevTools(ws)
             await dt.call("Runtime.enable")
             await dt.call("Page.enable")
+            await dt.call("Page.addScriptToEvaluateOnNewDocument", {"source": sdp_hooks_js(refuse_extensions)})
             await dt.call("Page.navigate", {"url": url})
             deadline = time.time() + connect_timeout
             state = None
@@ -217,6 +243,7 @@ async def view(url, out, *, connect_timeout=30.0, settle=3.0, frames=2, chromium
                     report["frames"].append({"width": w, "height": h, "currentTime": grab["currentTime"],
                                              "counter": decode_counter(luma), "luma": path})
             report["finalState"] = await dt.evaluate("document.getElementById('state').textContent")
+            report["answer"] = await dt.evaluate("window.__answerSDP || null")
             report["stats"] = await dt.evaluate("window.viewerStats || null")
             report["statsText"] = await dt.evaluate(
                 "(() => { const e = document.getElementById('stats'); return e ? e.innerText : null; })()")
@@ -241,9 +268,11 @@ def main(argv=None):
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for 'connected'")
     parser.add_argument("--settle", type=float, default=3.0, help="seconds to play before grabbing frames")
     parser.add_argument("--frames", type=int, default=2, help="frames to grab, one second apart")
+    parser.add_argument("--refuse-extension", action="append", default=[], metavar="URI",
+                        help="strip this RTP header extension from the page's offer (repeatable)")
     args = parser.parse_args(argv)
     report = asyncio.run(view(args.url, args.out, connect_timeout=args.timeout, settle=args.settle,
-                              frames=args.frames))
+                              frames=args.frames, refuse_extensions=args.refuse_extension))
     print(json.dumps(report))
 
 

@@ -128,6 +128,10 @@ class TrackRecord:
         # and wall-clock arrival, and the sender reports that map RTP time to
         # the sender's wall clock (same host: the same clock).
         self.arrivals = []
+        # Mean RGB of the picture's centre (a ninth of it), as a player would
+        # show it: frames are turned into RGB by FFmpeg's swscale, which reads
+        # them as limited-range BT.601, what VP8 and H.264 streams carry.
+        self.centre_rgb = None
         self.sender_report = None   # (NTP seconds as Unix time, RTP timestamp) of the latest SR
         self.receiver = None
 
@@ -139,6 +143,10 @@ class TrackRecord:
         plane = frame.planes[0]
         y = np.frombuffer(plane, dtype=np.uint8).reshape(h, plane.line_size)[:, :w]
         self.counters.append(decode_counter(y))
+        if len(self.counters) % 10 == 1:   # every tenth frame: the conversion is not free
+            rgb = frame.to_ndarray(format="rgb24")
+            centre = rgb[h // 3: 2 * h // 3, w // 3: 2 * w // 3].reshape(-1, 3)
+            self.centre_rgb = [round(float(v), 1) for v in centre.mean(axis=0)]
         if frame.pts is not None:
             self.arrivals.append((time.time(), int(frame.pts)))
 
@@ -207,6 +215,7 @@ class TrackRecord:
         if self.kind == "video":
             out["latencyMs"] = self.latency()
             out["sizes"] = dict(self.sizes)
+            out["centreRGB"] = self.centre_rgb
             out["counters"] = list(self.counters)
             out.update(counter_analysis(self.counters))
         else:

@@ -1,0 +1,243 @@
+"""`camagent publish` from real drivers in the VM to aiortc in the VM.
+
+aiortc (Tests/Publish/whip_receiver.py, a WebRTC stack nobody here wrote)
+receives over WHIP and decodes every frame. aiortc ignores loopback
+candidates, so the guest gets a dummy interface with 10.99.0.1, alone on its
+own subnet: traffic to it stays inside the guest.
+
+Checked: vivid published and decoded (most encoded frames decoded); the
+camera unplugged (vivid's Disconnect control) and the driver reloaded
+mid-publish with --reconnect: the same WHIP session stays up, decoded frames
+resume (at the new size when the driver came back in another mode) and the
+exit code is 0; without --reconnect: exit 74 and the session DELETEd; a
+full-range MJPEG colour patch (ffmpeg into v4l2loopback) keeps its colour at
+the receiver.
+"""
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from conftest import (BIN, EXIT_DEVICE_LOST, find_control, reload_vivid_now, set_control, tool, wait_for)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+RECEIVER = os.path.join(ROOT, "Tests", "Publish", "whip_receiver.py")
+GUEST_ADDR = "10.99.0.1"
+LOOP2 = os.environ.get("CAMAGENT_LOOPBACK_2", "/dev/video11")
+DEFAULT_VIVID_OPTS = os.environ.get("CAMAGENT_VIVID_MODPROBE_OPTS", "").split()
+# vivid with its only input a TV tuner: 720x576/480 standard sizes instead of the
+# webcam input's list, so a 1280x720 request negotiates another size after a reload.
+TV_VIVID_OPTS = DEFAULT_VIVID_OPTS + ["num_inputs=1", "input_types=0x01"]
+
+
+@pytest.fixture(scope="module")
+def guest_address():
+    """A non-loopback address for the guest: a dummy interface."""
+    if not os.path.exists("/sys/class/net/dummy0"):
+        tool(["modprobe", "dummy"])
+        tool(["ip", "link", "add", "dummy0", "type", "dummy"])
+        tool(["ip", "addr", "add", f"{GUEST_ADDR}/24", "dev", "dummy0"])
+        tool(["ip", "link", "set", "dummy0", "up"])
+    return GUEST_ADDR
+
+
+class GuestReceiver:
+    """whip_receiver.py in the guest, on the dummy address."""
+
+    def __init__(self, tmp_path):
+        self.summary_path = str(tmp_path / "receiver.json")
+        self.log_path = str(tmp_path / "receiver.log")
+        self.proc = subprocess.Popen([sys.executable, RECEIVER, "--host", GUEST_ADDR, "--port", "0",
+                                      "--summary", self.summary_path, "-v"],
+                                     stdout=subprocess.PIPE, stderr=open(self.log_path, "w"), text=True)
+        ready, _, _ = select.select([self.proc.stdout], [], [], 60)
+        assert ready, "whip_receiver.py printed no port in 60 s:\n" + self.log()
+        self.port = int(self.proc.stdout.readline())
+        self.url = f"http://{GUEST_ADDR}:{self.port}/whip"
+
+    def live(self):
+        with urllib.request.urlopen(f"http://{GUEST_ADDR}:{self.port}/summary", timeout=20) as r:
+            return json.load(r)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(timeout=60)
+        assert self.proc.returncode == 0, f"whip_receiver.py exit {self.proc.returncode}:\n{self.log()}"
+        with open(self.summary_path) as f:
+            return json.load(f)
+
+    def log(self):
+        return open(self.log_path).read()[-3000:]
+
+
+@pytest.fixture
+def receiver(guest_address, tmp_path):
+    r = GuestReceiver(tmp_path)
+    yield r
+    if r.proc.poll() is None:
+        r.proc.kill()
+        r.proc.wait(timeout=30)
+
+
+class Publisher:
+    """`camagent publish --json` in the guest; its JSON lines read as they come."""
+
+    def __init__(self, args, tmp_path):
+        self.log_path = str(tmp_path / "camagent.log")
+        self.proc = subprocess.Popen([BIN, "publish", "--json", *args], stdout=subprocess.PIPE,
+                                     stderr=open(self.log_path, "w"), text=True)
+        self.events = []
+
+    def wait_for(self, predicate, timeout, what):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for e in self.events:
+                if predicate(e):
+                    return e
+            ready, _, _ = select.select([self.proc.stdout], [], [], 0.5)
+            if ready:
+                line = self.proc.stdout.readline()
+                if not line:
+                    break
+                if line.startswith("{"):
+                    self.events.append(json.loads(line))
+            elif self.proc.poll() is not None:
+                break
+        raise AssertionError(f"camagent gave no {what} in {timeout} s (exit {self.proc.poll()}):\n"
+                             + "\n".join(json.dumps(e) for e in self.events[-10:]) + "\n" + self.log())
+
+    def finish(self, timeout=90):
+        out, _ = self.proc.communicate(timeout=timeout)
+        self.events += [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+        return self.proc.returncode
+
+    def summary(self):
+        return [e for e in self.events if e.get("event") == "summary"][-1]
+
+    def log(self):
+        return open(self.log_path).read()[-4000:]
+
+
+def state(name):
+    return lambda e: e.get("event") == "state" and e.get("state") == name
+
+
+def device(name):
+    return lambda e: e.get("event") == "device" and e.get("state") == name
+
+
+def video_track(summary):
+    sessions = summary["sessions"]
+    assert sessions, summary
+    tracks = sessions[0]["video"]
+    assert tracks, sessions[0]
+    return tracks[0]
+
+
+def reload_vivid_with(vivid, opts):
+    for _ in range(50):
+        if subprocess.run(["modprobe", "-r", "vivid"], capture_output=True).returncode == 0:
+            break
+        time.sleep(0.2)
+    tool(["modprobe", "vivid"] + opts)
+    wait_for(lambda: os.path.exists(vivid), 30, f"{vivid} back after reload")
+
+
+@pytest.fixture
+def vivid_restored(vivid):
+    """Whatever a test did to vivid, the next test finds it as the VM loaded it."""
+    yield
+    reload_vivid_with(vivid, DEFAULT_VIVID_OPTS)
+
+
+def test_vivid_is_published_and_decoded(vivid, receiver):
+    pub = Publisher(["--device", vivid, "--size", "640x360", "--fps", "15", "--audio", "none",
+                     "--whip", receiver.url, "--duration", "12"], tmp_path_of(receiver))
+    code = pub.finish(timeout=120)
+    summary = receiver.stop()
+    assert code == 0, pub.log()
+    encoded = pub.summary()["framesEncoded"]
+    track = video_track(summary)
+    assert encoded > 60, pub.summary()
+    assert track["frames"] >= 0.8 * encoded, (track["frames"], encoded)
+    assert set(track["sizes"]) == {"640x360"}, track["sizes"]
+    assert summary["deletes"] == 1, summary["requests"]
+
+
+@pytest.mark.parametrize("comes_back", ["same-mode", "other-size"])
+def test_unplug_with_reconnect_keeps_the_session(vivid, receiver, vivid_restored, comes_back):
+    pub = Publisher(["--device", vivid, "--size", "1280x720", "--fps", "15", "--audio", "none",
+                     "--reconnect", "--whip", receiver.url, "--duration", "120"], tmp_path_of(receiver))
+    pub.wait_for(state("streaming"), 90, "streaming state")
+    wait_for(lambda: video_track(receiver.live())["frames"] > 15, 60, "frames decoded before the unplug")
+    set_control(vivid, find_control(vivid, "disconnect"), 1)
+    pub.wait_for(device("lost"), 30, "device lost event")
+    before = video_track(receiver.live())["frames"]
+    if comes_back == "other-size":
+        reload_vivid_with(vivid, TV_VIVID_OPTS)
+    else:
+        reload_vivid_now(vivid)
+    pub.wait_for(device("restored"), 90, "device restored event")
+    wait_for(lambda: video_track(receiver.live())["frames"] > before + 30, 90, "frames decoded after the return")
+    pub.proc.send_signal(signal.SIGINT)
+    code = pub.finish()
+    summary = receiver.stop()
+    assert code == 0, pub.log()
+    # One WHIP session from start to end: the unplug did not end it.
+    assert summary["posts"] == 1 and len(summary["sessions"]) == 1, summary["requests"]
+    assert not [e for e in pub.events if e.get("event") == "state" and e.get("state") in ("dropped", "error")], \
+        pub.events
+    sizes = video_track(summary)["sizes"]
+    if comes_back == "other-size":
+        assert "1280x720" in sizes and len(sizes) == 2, sizes
+    else:
+        assert set(sizes) == {"1280x720"}, sizes
+
+
+def test_unplug_without_reconnect_exits_74_after_delete(vivid, receiver, vivid_restored):
+    pub = Publisher(["--device", vivid, "--size", "640x360", "--fps", "15", "--audio", "none",
+                     "--whip", receiver.url, "--duration", "120"], tmp_path_of(receiver))
+    pub.wait_for(state("streaming"), 90, "streaming state")
+    set_control(vivid, find_control(vivid, "disconnect"), 1)
+    code = pub.finish(timeout=60)
+    summary = receiver.stop()
+    assert code == EXIT_DEVICE_LOST, (code, pub.log())
+    assert summary["deletes"] == 1, summary["requests"]
+    assert "lost" in pub.log() or any("lost" in json.dumps(e) for e in pub.events), pub.log()
+
+
+def test_full_range_mjpeg_keeps_its_colour(receiver, tmp_path):
+    # A flat patch RGB(200, 60, 40): sent as full range unconverted it would
+    # arrive near (212, 52, 30) (BT.601, computed), past the tolerance.
+    expected, tolerance = (200, 60, 40), 6
+    writer = subprocess.Popen(["ffmpeg", "-v", "error", "-re", "-f", "lavfi", "-i",
+                               "color=c=0xC83C28:s=640x480:r=15", "-c:v", "mjpeg", "-q:v", "2",
+                               "-pix_fmt", "yuvj422p", "-f", "v4l2", LOOP2],
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_for(lambda: os.path.exists(LOOP2) and "Video Capture" in tool(
+            ["v4l2-ctl", "-d", LOOP2, "--info"], check=False).stdout, 60, "ffmpeg to attach to the loopback")
+        pub = Publisher(["--device", LOOP2, "--format", "mjpeg", "--audio", "none", "--whip", receiver.url,
+                         "--duration", "12"], tmp_path)
+        code = pub.finish(timeout=120)
+    finally:
+        writer.terminate()
+        writer.wait(timeout=30)
+    summary = receiver.stop()
+    assert code == 0, pub.log()
+    track = video_track(summary)
+    assert track["frames"] > 30, track
+    rgb = track["centreRGB"]
+    assert rgb and all(abs(a - b) <= tolerance for a, b in zip(rgb, expected)), (rgb, expected)
+
+
+def tmp_path_of(receiver):
+    from pathlib import Path
+    return Path(os.path.dirname(receiver.summary_path))
