@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "VideoSources", targets: ["VideoSources"]),
         .library(name: "AudioDevices", targets: ["AudioDevices"]),
         .library(name: "RTP", targets: ["RTP"]),
+        .library(name: "Networking", targets: ["Networking"]),
         .library(name: "ICE", targets: ["ICE"]),
         .library(name: "SDP", targets: ["SDP"]),
         .library(name: "Encoders", targets: ["Encoders"]),
@@ -104,10 +105,12 @@ let package = Package(
         .target(name: "WireFormat"),
         // RTP and RTCP packets, payloaders (VP8, H.264, Opus) and depacketizers.
         .target(name: "RTP", dependencies: ["WireFormat"]),
-        // ICE (RFC 8445): STUN messages, UDP sockets, host interfaces and the sans-IO agent (full and lite).
+        // Sockets and addresses: UDP sockets, transport addresses, the host's interfaces.
+        .target(name: "Networking"),
+        // ICE (RFC 8445): STUN messages and the sans-IO agent (full and lite).
         .target(
             name: "ICE",
-            dependencies: ["WireFormat", "COpenSSL", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["Networking", "WireFormat", "COpenSSL", .product(name: "Logging", package: "swift-log")]
         ),
         // SDP offers and answers for WHIP/WHEP: codecs, ICE candidates, fingerprints.
         .target(name: "SDP"),
@@ -124,7 +127,7 @@ let package = Package(
         .target(
             name: "Publisher",
             dependencies: [
-                "MediaTypes", "AudioDevices", "Encoders", "RTP", "ICE", "SDP", "SecureTransport", "WHIP",
+                "MediaTypes", "AudioDevices", "Encoders", "RTP", "Networking", "ICE", "SDP", "SecureTransport", "WHIP",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -143,7 +146,7 @@ let package = Package(
         .executableTarget(
             name: "camagent",
             dependencies: [
-                "MediaTypes", "PixelConversion", "VideoSources", "AudioDevices", "MediaFiles", "Encoders", "Publisher", "ICE", "WHIP",
+                "MediaTypes", "PixelConversion", "VideoSources", "AudioDevices", "MediaFiles", "Encoders", "Publisher", "Networking", "WHIP",
                 "ViewerServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -153,7 +156,8 @@ let package = Package(
         // MARK: Tests (host unit tests; device tests live in Tests/Device and run in the VM)
         .testTarget(name: "MediaTypesTests", dependencies: ["MediaTypes"]),
         .testTarget(name: "RTPTests", dependencies: ["RTP"]),
-        .testTarget(name: "ICETests", dependencies: ["ICE", .product(name: "Logging", package: "swift-log")]),
+        .testTarget(name: "NetworkingTests", dependencies: ["Networking"]),
+        .testTarget(name: "ICETests", dependencies: ["ICE", "Networking", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "SDPTests", dependencies: ["SDP"]),
         .testTarget(name: "PublisherTests", dependencies: ["Publisher", "RTP", "MediaTypes"]),
         .testTarget(name: "SecureTransportTests", dependencies: ["SecureTransport", "RTP"]),

@@ -1,3 +1,5 @@
+import Networking
+
 /// One of our candidates as it is signalled (RFC 8839 `a=candidate`): component 1, UDP.
 public struct ICELocalCandidate: Hashable, Sendable {
     public var foundation: String
