@@ -22,7 +22,7 @@ struct UDPSocketTests {
 
         #expect(throws: NetworkError.self) { try UDPSocket(bindingTo: "127.0.0.1", port: a.local.port) }
         #expect(throws: NetworkError.invalidAddress("localhost")) { try UDPSocket(bindingTo: "localhost") }
-        // The destination is parsed on every send: a name is refused, an IPv6 text is used as IPv6.
+        // A destination that is not a numeric address is refused at send; an IPv6 text is used as IPv6.
         #expect(throws: NetworkError.invalidAddress("example.invalid")) {
             try [UInt8]([1]).withUnsafeBytes { try a.send($0, to: TransportAddress(ip: "example.invalid", port: 9)) }
         }
