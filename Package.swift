@@ -114,14 +114,16 @@ let package = Package(
         ),
         // SDP offers and answers for WHIP/WHEP: codecs, ICE candidates, fingerprints.
         .target(name: "SDP"),
+        // What OpenSSL's callers share: its error queue as text.
+        .target(name: "OpenSSLSupport", dependencies: ["COpenSSL"]),
         // DTLS-SRTP: the DTLS 1.2 handshake (OpenSSL) and SRTP/SRTCP sessions (libsrtp2).
-        .target(name: "SecureTransport", dependencies: ["CSRTP", "COpenSSL"]),
+        .target(name: "SecureTransport", dependencies: ["CSRTP", "COpenSSL", "OpenSSLSupport"]),
         // Video and audio encoders for the publisher: VP8 (libvpx), H.264 (OpenH264), Opus (libopus).
         .target(name: "Encoders", dependencies: ["MediaTypes", "CVPX", "COpenH264", "COpus", "CYUV"]),
         // WHIP (RFC 9725): a small blocking HTTP/1.1 client over POSIX sockets, TLS by OpenSSL.
         .target(
             name: "WHIP",
-            dependencies: ["COpenSSL", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["COpenSSL", "OpenSSLSupport", .product(name: "Logging", package: "swift-log")]
         ),
         // The WebRTC publisher: encoders → RTP → pacer → SRTP over ICE, WHIP signaling, stats.
         .target(
