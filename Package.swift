@@ -156,6 +156,8 @@ let package = Package(
         ),
 
         // MARK: Tests (host unit tests; device tests live in Tests/Device and run in the VM)
+        // Helpers more than one test target uses.
+        .target(name: "TestSupport", path: "Tests/TestSupport"),
         .testTarget(name: "MediaTypesTests", dependencies: ["MediaTypes"]),
         .testTarget(name: "RTPTests", dependencies: ["RTP"]),
         .testTarget(name: "NetworkingTests", dependencies: ["Networking"]),
@@ -171,11 +173,11 @@ let package = Package(
         .testTarget(name: "PixelConversionTests", dependencies: ["PixelConversion", "MediaTypes"]),
         .testTarget(
             name: "VideoSourcesTests",
-            dependencies: ["VideoSources", "MediaTypes", "PixelConversion", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["VideoSources", "MediaTypes", "PixelConversion", "TestSupport", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(
             name: "AudioDevicesTests",
-            dependencies: ["AudioDevices", "MediaTypes", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["AudioDevices", "MediaTypes", "TestSupport", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(
             name: "ViewerServerTests",
