@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "VideoSources", targets: ["VideoSources"]),
         .library(name: "AudioDevices", targets: ["AudioDevices"]),
         .library(name: "RTP", targets: ["RTP"]),
+        .library(name: "Networking", targets: ["Networking"]),
         .library(name: "ICE", targets: ["ICE"]),
         .library(name: "SDP", targets: ["SDP"]),
         .library(name: "Encoders", targets: ["Encoders"]),
@@ -104,27 +105,31 @@ let package = Package(
         .target(name: "WireFormat"),
         // RTP and RTCP packets, payloaders (VP8, H.264, Opus) and depacketizers.
         .target(name: "RTP", dependencies: ["WireFormat"]),
-        // ICE (RFC 8445): STUN messages, UDP sockets, host interfaces and the sans-IO agent (full and lite).
+        // Sockets and addresses: UDP sockets, transport addresses, the host's interfaces.
+        .target(name: "Networking"),
+        // ICE (RFC 8445): STUN messages and the sans-IO agent (full and lite).
         .target(
             name: "ICE",
-            dependencies: ["WireFormat", "COpenSSL", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["Networking", "WireFormat", "COpenSSL", .product(name: "Logging", package: "swift-log")]
         ),
         // SDP offers and answers for WHIP/WHEP: codecs, ICE candidates, fingerprints.
         .target(name: "SDP"),
+        // What OpenSSL's callers share: its error queue as text.
+        .target(name: "OpenSSLSupport", dependencies: ["COpenSSL"]),
         // DTLS-SRTP: the DTLS 1.2 handshake (OpenSSL) and SRTP/SRTCP sessions (libsrtp2).
-        .target(name: "SecureTransport", dependencies: ["CSRTP", "COpenSSL"]),
+        .target(name: "SecureTransport", dependencies: ["CSRTP", "COpenSSL", "OpenSSLSupport"]),
         // Video and audio encoders for the publisher: VP8 (libvpx), H.264 (OpenH264), Opus (libopus).
         .target(name: "Encoders", dependencies: ["MediaTypes", "CVPX", "COpenH264", "COpus", "CYUV"]),
         // WHIP (RFC 9725): a small blocking HTTP/1.1 client over POSIX sockets, TLS by OpenSSL.
         .target(
             name: "WHIP",
-            dependencies: ["COpenSSL", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["COpenSSL", "OpenSSLSupport", .product(name: "Logging", package: "swift-log")]
         ),
         // The WebRTC publisher: encoders → RTP → pacer → SRTP over ICE, WHIP signaling, stats.
         .target(
             name: "Publisher",
             dependencies: [
-                "MediaTypes", "PixelConversion", "AudioDevices", "Encoders", "RTP", "ICE", "SDP", "SecureTransport", "WHIP",
+                "MediaTypes", "PixelConversion", "AudioDevices", "Encoders", "RTP", "Networking", "ICE", "SDP", "SecureTransport", "WHIP",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -143,7 +148,7 @@ let package = Package(
         .executableTarget(
             name: "camagent",
             dependencies: [
-                "MediaTypes", "PixelConversion", "VideoSources", "AudioDevices", "MediaFiles", "Encoders", "Publisher", "ICE", "WHIP",
+                "MediaTypes", "PixelConversion", "VideoSources", "AudioDevices", "MediaFiles", "Encoders", "Publisher", "Networking", "WHIP",
                 "ViewerServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -151,13 +156,16 @@ let package = Package(
         ),
 
         // MARK: Tests (host unit tests; device tests live in Tests/Device and run in the VM)
+        // Helpers more than one test target uses.
+        .target(name: "TestSupport", path: "Tests/TestSupport"),
         .testTarget(name: "MediaTypesTests", dependencies: ["MediaTypes"]),
         .testTarget(name: "RTPTests", dependencies: ["RTP"]),
-        .testTarget(name: "ICETests", dependencies: ["ICE", .product(name: "Logging", package: "swift-log")]),
+        .testTarget(name: "NetworkingTests", dependencies: ["Networking"]),
+        .testTarget(name: "ICETests", dependencies: ["ICE", "Networking", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "SDPTests", dependencies: ["SDP"]),
         .testTarget(
             name: "PublisherTests",
-            dependencies: ["Publisher", "RTP", "MediaTypes", "SecureTransport", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["Publisher", "RTP", "MediaTypes", "SecureTransport", "TestSupport", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(name: "SecureTransportTests", dependencies: ["SecureTransport", "RTP"]),
         .testTarget(
@@ -168,11 +176,11 @@ let package = Package(
         .testTarget(name: "PixelConversionTests", dependencies: ["PixelConversion", "MediaTypes"]),
         .testTarget(
             name: "VideoSourcesTests",
-            dependencies: ["VideoSources", "MediaTypes", "PixelConversion", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["VideoSources", "MediaTypes", "PixelConversion", "TestSupport", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(
             name: "AudioDevicesTests",
-            dependencies: ["AudioDevices", "MediaTypes", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["AudioDevices", "MediaTypes", "TestSupport", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(
             name: "ViewerServerTests",

@@ -1,4 +1,5 @@
 import Logging
+import Networking
 
 /// A sans-IO ICE agent (RFC 8445) for one data stream with one component, UDP only,
 /// with consent freshness (RFC 7675). It performs no I/O and reads no clock: the caller

@@ -1,7 +1,7 @@
 import AudioDevices
 import Encoders
-import ICE
 import MediaTypes
+import Networking
 import SDP
 import WHIP
 

@@ -4,6 +4,7 @@ public struct ICECandidate: Hashable, Sendable {
     public var foundation: String
     public var component: Int
     public var transport: String
+    /// RFC 8445 §5.1.2.1; ICE computes it (`ICELocalCandidate.priority`), SDP only carries it.
     public var priority: UInt32
     public var address: String
     public var port: Int
@@ -42,18 +43,6 @@ public struct ICECandidate: Hashable, Sendable {
         var text = "\(foundation) \(component) \(transport) \(priority) \(address) \(port) typ \(type)"
         if let relatedAddress, let relatedPort { text += " raddr \(relatedAddress) rport \(relatedPort)" }
         return text
-    }
-
-    /// RFC 8445 §5.1.2.1 with the recommended type preferences (host 126,
-    /// server reflexive 100) and one local preference per interface.
-    public static func priority(type: String, localPreference: UInt32, component: Int = 1) -> UInt32 {
-        let typePreference: UInt32 = switch type {
-        case "host": 126
-        case "prflx": 110
-        case "srflx": 100
-        default: 0
-        }
-        return typePreference << 24 | (localPreference & 0xffff) << 8 | UInt32(256 - component)
     }
 }
 

@@ -19,60 +19,6 @@ public struct SessionDescription: Hashable, Sendable {
     }
 }
 
-/// `a=name` or `a=name:value`.
-public struct SDPAttribute: Hashable, Sendable {
-    public var name: String
-    public var value: String?
-
-    public init(_ name: String, _ value: String? = nil) {
-        self.name = name
-        self.value = value
-    }
-}
-
-public struct MediaDescription: Hashable, Sendable {
-    public var kind: String            // audio, video, application
-    public var port: Int
-    public var proto: String           // UDP/TLS/RTP/SAVPF
-    public var formats: [String]       // payload types, in preference order
-    public var connection: String?     // the c= line's value
-    public var attributes: [SDPAttribute]
-
-    public init(kind: String, port: Int = 9, proto: String = "UDP/TLS/RTP/SAVPF", formats: [String],
-                connection: String? = "IN IP4 0.0.0.0", attributes: [SDPAttribute] = []) {
-        self.kind = kind
-        self.port = port
-        self.proto = proto
-        self.formats = formats
-        self.connection = connection
-        self.attributes = attributes
-    }
-
-    public func values(_ name: String) -> [String] {
-        attributes.filter { $0.name == name }.map { $0.value ?? "" }
-    }
-
-    public func value(_ name: String) -> String? {
-        attributes.first { $0.name == name }?.value
-    }
-
-    public func has(_ name: String) -> Bool {
-        attributes.contains { $0.name == name }
-    }
-}
-
-public enum SDPError: Error, Hashable, Sendable, CustomStringConvertible {
-    case badLine(number: Int, text: String)
-    case missing(String)
-
-    public var description: String {
-        switch self {
-        case .badLine(let n, let text): "SDP line \(n) is malformed: \(text.prefix(80))"
-        case .missing(let what): "SDP has no \(what)"
-        }
-    }
-}
-
 extension SessionDescription {
     /// Parses SDP text; lines may end in CRLF or LF. Unknown line types are
     /// skipped, as RFC 8866 asks of a receiver.
@@ -148,8 +94,4 @@ extension SessionDescription {
     }
 
     public var isICELite: Bool { attributes.contains { $0.name == "ice-lite" } }
-}
-
-extension SDPAttribute {
-    var line: String { value.map { "a=\(name):\($0)" } ?? "a=\(name)" }
 }

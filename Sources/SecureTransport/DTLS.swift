@@ -1,4 +1,5 @@
 internal import COpenSSL
+internal import OpenSSLSupport
 
 public enum DTLSError: Error, Hashable, Sendable, CustomStringConvertible {
     case setupFailed(String)
@@ -14,15 +15,6 @@ public enum DTLSError: Error, Hashable, Sendable, CustomStringConvertible {
         case .noSRTPProfile: "DTLS peer agreed no SRTP protection profile"
         }
     }
-
-    /// The newest OpenSSL error on this thread, as text.
-    static func openSSLReason() -> String {
-        let code = ERR_get_error()
-        guard code != 0 else { return "no OpenSSL error queued" }
-        var text = [CChar](repeating: 0, count: 256)
-        ERR_error_string_n(code, &text, text.count)
-        return String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    }
 }
 
 /// A self-signed ECDSA P-256 certificate, as WebRTC uses (aiortc's DTLS
@@ -34,7 +26,7 @@ public final class DTLSCertificate: @unchecked Sendable {
     public let fingerprint: String
 
     public init(commonName: String = "camagent", validDays: Int = 30) throws(DTLSError) {
-        guard let key = copenssl_generate_p256() else { throw .setupFailed("EC P-256 key: \(DTLSError.openSSLReason())") }
+        guard let key = copenssl_generate_p256() else { throw .setupFailed("EC P-256 key: \(openSSLReason())") }
         guard let x509 = X509_new() else {
             EVP_PKEY_free(key)
             throw .setupFailed("X509_new")
@@ -52,7 +44,7 @@ public final class DTLSCertificate: @unchecked Sendable {
         guard X509_sign(x509, key, EVP_sha256()) > 0 else {
             X509_free(x509)
             EVP_PKEY_free(key)
-            throw .setupFailed("signing the certificate: \(DTLSError.openSSLReason())")
+            throw .setupFailed("signing the certificate: \(openSSLReason())")
         }
         self.key = key
         certificate = x509
@@ -102,13 +94,13 @@ public final class DTLSTransport: @unchecked Sendable {
                 profiles: [SRTPProfile] = [.aeadAES128GCM, .aes128CMHMACSHA1_80]) throws(DTLSError) {
         self.role = role
         expectedFingerprint = remoteFingerprint.uppercased()
-        guard let context = SSL_CTX_new(DTLS_method()) else { throw .setupFailed("SSL_CTX_new: \(DTLSError.openSSLReason())") }
+        guard let context = SSL_CTX_new(DTLS_method()) else { throw .setupFailed("SSL_CTX_new: \(openSSLReason())") }
         self.context = context
         _ = copenssl_ctx_require_dtls12(context)
         guard SSL_CTX_use_certificate(context, certificate.certificate) == 1,
               SSL_CTX_use_PrivateKey(context, certificate.key) == 1 else {
             SSL_CTX_free(context)
-            throw .setupFailed("certificate: \(DTLSError.openSSLReason())")
+            throw .setupFailed("certificate: \(openSSLReason())")
         }
         // Both sides present self-signed certificates; trust comes from the
         // fingerprint in the SDP, checked once the handshake is done.
@@ -117,11 +109,11 @@ public final class DTLSTransport: @unchecked Sendable {
         // Note the inverted convention: 0 is success here.
         guard SSL_CTX_set_tlsext_use_srtp(context, profiles.map(\.openSSLName).joined(separator: ":")) == 0 else {
             SSL_CTX_free(context)
-            throw .setupFailed("use_srtp: \(DTLSError.openSSLReason())")
+            throw .setupFailed("use_srtp: \(openSSLReason())")
         }
         guard let ssl = SSL_new(context), let incoming = BIO_new(BIO_s_mem()), let outgoing = BIO_new(BIO_s_mem()) else {
             SSL_CTX_free(context)
-            throw .setupFailed("SSL_new: \(DTLSError.openSSLReason())")
+            throw .setupFailed("SSL_new: \(openSSLReason())")
         }
         self.ssl = ssl
         self.incoming = incoming
@@ -173,7 +165,7 @@ public final class DTLSTransport: @unchecked Sendable {
         let error = SSL_get_error(ssl, result)
         guard error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE else {
             state = .failed
-            throw .handshakeFailed(DTLSError.openSSLReason())
+            throw .handshakeFailed(openSSLReason())
         }
     }
 
@@ -197,7 +189,7 @@ public final class DTLSTransport: @unchecked Sendable {
         let label = "EXTRACTOR-dtls_srtp"
         guard SSL_export_keying_material(ssl, &material, material.count, label, label.utf8.count, nil, 0, 0) == 1 else {
             state = .failed
-            throw .handshakeFailed("exporting SRTP keys: \(DTLSError.openSSLReason())")
+            throw .handshakeFailed("exporting SRTP keys: \(openSSLReason())")
         }
         srtpProfile = profile
         srtpKeys = SRTPKeys(exported: material, profile: profile, isClient: role == .client)

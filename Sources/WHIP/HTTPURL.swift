@@ -153,13 +153,3 @@ struct HTTPURL: Hashable, Sendable, CustomStringConvertible {
         return "/" + output.joined(separator: "/")
     }
 }
-
-extension StringProtocol {
-    func trimmingWhitespace() -> String {
-        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\r" || $0 == "\n" }
-        guard let start = firstIndex(where: { !isSpace($0) }), let end = lastIndex(where: { !isSpace($0) }) else {
-            return ""
-        }
-        return String(self[start...end])
-    }
-}

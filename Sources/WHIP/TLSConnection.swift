@@ -1,4 +1,5 @@
 internal import COpenSSL
+internal import OpenSSLSupport
 
 /// TLS (1.2 or newer) over a TCPConnection. OpenSSL works on memory BIOs and
 /// this class moves the bytes, so every socket wait has the deadline and no
@@ -18,11 +19,11 @@ final class TLSConnection: ByteStream {
         let host = tcp.host
         ERR_clear_error()
         guard let context = SSL_CTX_new(TLS_client_method()) else {
-            throw .tls(host: host, reason: "SSL_CTX_new: \(Self.openSSLReason())")
+            throw .tls(host: host, reason: "SSL_CTX_new: \(openSSLReason())")
         }
         let ssl = SSL_new(context), incoming = BIO_new(BIO_s_mem()), outgoing = BIO_new(BIO_s_mem())
         guard let ssl, let incoming, let outgoing else {
-            let reason = Self.openSSLReason()
+            let reason = openSSLReason()
             SSL_free(ssl)
             BIO_free(incoming)
             BIO_free(outgoing)
@@ -41,11 +42,11 @@ final class TLSConnection: ByteStream {
         let isAddress = Self.isIPAddress(host)
         if verify {
             guard SSL_CTX_set_default_verify_paths(context) == 1 else {
-                throw .tls(host: host, reason: "cannot load the system CA certificates: \(Self.openSSLReason())")
+                throw .tls(host: host, reason: "cannot load the system CA certificates: \(openSSLReason())")
             }
             if let extraTrustFile {
                 guard SSL_CTX_load_verify_locations(context, extraTrustFile, nil) == 1 else {
-                    throw .tls(host: host, reason: "cannot load CA certificates from \(extraTrustFile): \(Self.openSSLReason())")
+                    throw .tls(host: host, reason: "cannot load CA certificates from \(extraTrustFile): \(openSSLReason())")
                 }
             }
             SSL_set_verify(ssl, SSL_VERIFY_PEER, nil)
@@ -53,7 +54,7 @@ final class TLSConnection: ByteStream {
                 ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host)
                 : SSL_set1_host(ssl, host)
             guard nameSet == 1 else {
-                throw .tls(host: host, reason: "cannot check the certificate against \"\(host)\": \(Self.openSSLReason())")
+                throw .tls(host: host, reason: "cannot check the certificate against \"\(host)\": \(openSSLReason())")
             }
         } else {
             SSL_set_verify(ssl, SSL_VERIFY_NONE, nil)
@@ -93,7 +94,7 @@ final class TLSConnection: ByteStream {
                     let why = String(cString: X509_verify_cert_error_string(verifyResult))
                     throw .tls(host: host, reason: "certificate not trusted: \(why)")
                 }
-                throw .tls(host: host, reason: "handshake failed: \(Self.openSSLReason())")
+                throw .tls(host: host, reason: "handshake failed: \(openSSLReason())")
             }
         }
     }
@@ -127,7 +128,7 @@ final class TLSConnection: ByteStream {
         // Memory BIOs grow as needed, so one SSL_write takes it all.
         let n = SSL_write(ssl, bytes, Int32(bytes.count))
         guard n > 0 else {
-            throw .tls(host: host, reason: "SSL_write: \(Self.openSSLReason())")
+            throw .tls(host: host, reason: "SSL_write: \(openSSLReason())")
         }
         try flush(deadline: deadline, during: "sending the request")
     }
@@ -154,21 +155,12 @@ final class TLSConnection: ByteStream {
             case SSL_ERROR_WANT_WRITE:
                 try flush(deadline: deadline, during: during)
             default:
-                throw .tls(host: host, reason: "reading: \(Self.openSSLReason())")
+                throw .tls(host: host, reason: "reading: \(openSSLReason())")
             }
         }
     }
 
     static func isIPAddress(_ host: String) -> Bool {
         host.contains(":") || (!host.isEmpty && host.allSatisfy { $0.isNumber || $0 == "." })
-    }
-
-    /// The newest OpenSSL error on this thread, as text.
-    static func openSSLReason() -> String {
-        let code = ERR_get_error()
-        guard code != 0 else { return "no OpenSSL error queued" }
-        var text = [CChar](repeating: 0, count: 256)
-        ERR_error_string_n(code, &text, text.count)
-        return String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }

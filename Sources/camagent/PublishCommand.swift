@@ -1,9 +1,9 @@
 import ArgumentParser
 import AudioDevices
 import Foundation
-import ICE
 import Logging
 import MediaTypes
+import Networking
 import Publisher
 import Synchronization
 import VideoSources

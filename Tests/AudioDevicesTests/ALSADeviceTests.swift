@@ -1,6 +1,7 @@
 import Glibc
 import Logging
 import MediaTypes
+import TestSupport
 import Testing
 @testable import AudioDevices
 

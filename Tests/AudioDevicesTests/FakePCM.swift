@@ -110,12 +110,3 @@ final class ChunkCollector: AudioCaptureConsumer, @unchecked Sendable {
     var stamps: [MonotonicTimestamp] { lock.lock(); defer { lock.unlock() }; return _stamps }
     var events: [String] { lock.lock(); defer { lock.unlock() }; return _events }
 }
-
-func eventually(_ seconds: Double = 10, _ condition: () -> Bool) -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        if condition() { return true }
-        usleep(2_000)
-    }
-    return condition()
-}

@@ -1,4 +1,5 @@
 import ICE
+import Networking
 import Testing
 
 /// Agents on an in-memory network and a fake clock: timeouts without waiting.

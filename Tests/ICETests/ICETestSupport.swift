@@ -3,6 +3,7 @@ import Glibc
 #endif
 import ICE
 import Logging
+import Networking
 import Testing
 
 /// A logger for one agent; set ICE_TEST_LOG=debug (or trace) to see what the agents do.

@@ -4,17 +4,8 @@ import MediaTypes
 @testable import Publisher
 import RTP
 import SecureTransport
+import TestSupport
 import Testing
-
-/// Waits up to `seconds` for `condition` (the encoder runs on its own thread).
-private func soon(_ seconds: Double = 10, _ condition: () -> Bool) -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        if condition() { return true }
-        Thread.sleep(forTimeInterval: 0.01)
-    }
-    return condition()
-}
 
 @Suite("The frame path: capture thread → encoder thread → connections")
 struct FramePathTests {
@@ -50,7 +41,7 @@ struct FramePathTests {
         pipeline.start()
         defer { pipeline.stop() }
         // Nobody receives video: the waiting frame is taken, not encoded, and counted.
-        #expect(soon { pipeline.frameCounts.notWatched == 1 })
+        #expect(eventually { pipeline.frameCounts.notWatched == 1 })
         #expect(pipeline.frameCounts.encoded == 0)
     }
 
@@ -68,7 +59,7 @@ struct FramePathTests {
         pipeline.start()
         defer { pipeline.stop() }
         pipeline.consume(Self.frame(width: 64, height: 48, orientation: VideoOrientation(rotation: .clockwise90)))
-        #expect(soon { pipeline.frameCounts.encoded == 1 })
+        #expect(eventually { pipeline.frameCounts.encoded == 1 })
         let packets = try MediaHubTests.drain(connection)
         let first = try #require(packets.first)
         let size = try #require(Self.vp8KeyframeSize(first.payload))
@@ -91,7 +82,7 @@ struct FramePathTests {
         pipeline.start()
         defer { pipeline.stop() }
         pipeline.consume(Self.frame(width: 64, height: 48, orientation: VideoOrientation(rotation: .clockwise270, mirrored: true)))
-        #expect(soon { pipeline.frameCounts.encoded == 1 })
+        #expect(eventually { pipeline.frameCounts.encoded == 1 })
         let packets = try MediaHubTests.drain(connection)
         #expect(Self.vp8KeyframeSize(try #require(packets.first).payload).map { $0 == (48, 64) } == true)
         #expect(packets.allSatisfy { OneByteExtension.find(7, in: $0.header) == 0 })

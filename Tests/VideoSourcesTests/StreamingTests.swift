@@ -1,4 +1,5 @@
 import MediaTypes
+import TestSupport
 import Testing
 @testable import VideoSources
 

@@ -50,17 +50,6 @@ final class CollectingConsumer: VideoCaptureConsumer, @unchecked Sendable {  // 
     var events: [CaptureEvent] { lock.lock(); defer { lock.unlock() }; return _events }
 }
 
-/// Waits for a condition, at most `seconds` (a guard against hangs, not a timing assertion).
-@discardableResult
-func eventually(_ seconds: Double = 10, _ condition: () -> Bool) -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        if condition() { return true }
-        usleep(2_000)
-    }
-    return condition()
-}
-
 /// A YUYV picture whose every pixel is (y, u, v).
 func yuyvFrame(width: Int, height: Int, y: UInt8, u: UInt8, v: UInt8) -> [UInt8] {
     var bytes = [UInt8](repeating: 0, count: width * height * 2)

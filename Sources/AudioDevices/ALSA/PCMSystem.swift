@@ -4,38 +4,6 @@ import MediaTypes
 // values, so unit tests can play the sound card (as the video side's fake
 // kernel does): odd period sizes, overruns, busy devices, unplugs.
 
-/// An open PCM (the real one keeps the snd_pcm_t pointer's bits).
-struct PCMHandle: Hashable, Sendable {
-    let raw: UInt
-}
-
-/// snd_pcm_open's failure, as a positive errno.
-struct PCMOpenError: Error, Hashable, Sendable {
-    let code: Int32
-}
-
-/// What a PCM was configured to.
-struct PCMConfiguration: Hashable, Sendable {
-    var format: AudioFormat
-    var periodFrames: Int
-    var bufferFrames: Int
-}
-
-/// Why configuring a PCM failed.
-enum PCMConfigurationError: Error, Hashable {
-    case formatNotSupported(String)
-    case failed(operation: String, code: Int32)
-}
-
-/// What one wait on the PCM and the wake-up descriptor saw.
-enum PCMWaitResult: Hashable, Sendable {
-    case ready
-    case timedOut
-    case woken
-    /// The PCM's poll reported an error state (xrun, suspend, unplug): the next read or write says which.
-    case error
-}
-
 protocol PCMSystem: Sendable {
     /// Opens a PCM by ALSA name, non-blocking. Negative errno on failure.
     func open(_ name: String, direction: AudioDirection) -> Result<PCMHandle, PCMOpenError>

@@ -1,6 +1,7 @@
 import ICE
 import Logging
 import MediaTypes
+import Networking
 import RTP
 import SDP
 import SecureTransport

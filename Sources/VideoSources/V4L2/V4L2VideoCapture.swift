@@ -432,7 +432,7 @@ private final class SessionHandoff: @unchecked Sendable {  // taken once, by the
 
 extension CaptureError {
     /// The device itself is gone: its descriptor and buffers are useless.
-    var isDeviceGone: Bool {
+    fileprivate var isDeviceGone: Bool {
         if case .deviceLost = self { return true }
         return false
     }

@@ -1,3 +1,5 @@
+import Networking
+
 /// One of our candidates as it is signalled (RFC 8839 `a=candidate`): component 1, UDP.
 public struct ICELocalCandidate: Hashable, Sendable {
     public var foundation: String
@@ -26,24 +28,4 @@ public struct ICELocalCandidate: Hashable, Sendable {
         }
         return typePreference << 24 | (localPreference & 0xffff) << 8 | UInt32(256 - min(max(component, 1), 256))
     }
-}
-
-/// A peer's candidate: signalled, or learned from a check (type "prflx").
-public struct ICERemoteCandidate: Hashable, Sendable {
-    public var foundation: String
-    public var priority: UInt32
-    public var address: TransportAddress
-    /// "host", "srflx", "prflx" or "relay".
-    public var type: String
-}
-
-/// A snapshot of one candidate pair, for stats and logs.
-public struct ICECandidatePairInfo: Hashable, Sendable {
-    public enum State: String, Sendable { case frozen, waiting, inProgress = "in-progress", succeeded, failed }
-    public var socket: Int
-    public var local: TransportAddress
-    public var remote: TransportAddress
-    public var priority: UInt64
-    public var state: State
-    public var nominated: Bool
 }

@@ -1,0 +1,16 @@
+extension Double {
+    /// Fixed-point text without Foundation, e.g. 12.5 → "12.50".
+    public func formatted(decimals: Int) -> String {
+        guard isFinite else { return "\(self)" }
+        var scale = 1.0
+        for _ in 0..<decimals { scale *= 10 }
+        let scaled = (abs(self) * scale).rounded()
+        let whole = Int(scaled / scale)
+        let fraction = Int(scaled - Double(whole) * scale)
+        let sign = self < 0 && scaled != 0 ? "-" : ""
+        guard decimals > 0 else { return "\(sign)\(whole)" }
+        var digits = String(fraction)
+        while digits.count < decimals { digits = "0" + digits }
+        return "\(sign)\(whole).\(digits)"
+    }
+}

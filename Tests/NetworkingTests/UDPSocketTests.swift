@@ -1,0 +1,64 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Networking
+import Testing
+
+@Suite("UDP sockets and host interfaces", .timeLimit(.minutes(1)))
+struct UDPSocketTests {
+    @Test func bindSendReceiveClose() throws {
+        let a = try UDPSocket(bindingTo: "127.0.0.1")
+        let b = try UDPSocket(bindingTo: "127.0.0.1")
+        #expect(a.local.ip == "127.0.0.1" && a.local.port != 0 && a.fileDescriptor >= 0)
+        var buffer = [UInt8](repeating: 0, count: 64)
+        #expect(try buffer.withUnsafeMutableBytes { try b.receive(into: $0) } == nil)
+        try [UInt8]([1, 2, 3]).withUnsafeBytes { try a.send($0, to: b.local) }
+        var fds = [pollfd(fd: b.fileDescriptor, events: Int16(POLLIN), revents: 0)]
+        _ = poll(&fds, 1, 5000)
+        let got = try buffer.withUnsafeMutableBytes { try b.receive(into: $0) }
+        #expect(got?.count == 3)
+        #expect(got?.from == a.local)
+        #expect(Array(buffer[0..<3]) == [1, 2, 3])
+
+        #expect(throws: NetworkError.self) { try UDPSocket(bindingTo: "127.0.0.1", port: a.local.port) }
+        #expect(throws: NetworkError.invalidAddress("localhost")) { try UDPSocket(bindingTo: "localhost") }
+        // A destination that is not a numeric address is refused at send; an IPv6 text is used as IPv6.
+        #expect(throws: NetworkError.invalidAddress("example.invalid")) {
+            try [UInt8]([1]).withUnsafeBytes { try a.send($0, to: TransportAddress(ip: "example.invalid", port: 9)) }
+        }
+        #expect(throws: NetworkError.self) {   // an IPv4 socket cannot reach an IPv6 address
+            try [UInt8]([1]).withUnsafeBytes { try a.send($0, to: TransportAddress(ip: "::1", port: b.local.port)) }
+        }
+        a.close()
+        a.close()
+        #expect(a.fileDescriptor == -1)
+        #expect(throws: NetworkError.socketClosed) { try [UInt8]([1]).withUnsafeBytes { try a.send($0, to: b.local) } }
+    }
+
+    @Test func ipv6LoopbackWhenAvailable() throws {
+        guard let socket = try? UDPSocket(bindingTo: "::1") else { return }   // no IPv6 on this box
+        #expect(socket.local.ip == "::1" && socket.local.description == "[::1]:\(socket.local.port)")
+    }
+
+    @Test func bindFailureNamesTheCall() throws {
+        let a = try UDPSocket(bindingTo: "127.0.0.1")
+        do {
+            _ = try UDPSocket(bindingTo: "127.0.0.1", port: a.local.port)
+            Issue.record("a second bind to the same port succeeded")
+        } catch {
+            #expect(error == .systemCall("bind(\(a.local))", errno: EADDRINUSE))
+            #expect(error.description.hasPrefix("bind(127.0.0.1:"))
+        }
+    }
+
+    @Test func hostInterfaces() {
+        let withLoopback = HostInterfaces.addresses(includeLoopback: true)
+        #expect(withLoopback.contains { $0.ip == "127.0.0.1" })
+        #expect(!HostInterfaces.addresses().contains { $0.ip == "127.0.0.1" || $0.ip == "::1" })
+        #expect(!withLoopback.contains { $0.ip.lowercased().hasPrefix("fe80:") })
+        // IPv4 first.
+        if let firstV6 = withLoopback.firstIndex(where: { $0.ip.contains(":") }) {
+            #expect(!withLoopback[firstV6...].contains { !$0.ip.contains(":") })
+        }
+    }
+}
