@@ -117,6 +117,16 @@ struct FormatNegotiationTests {
         }
     }
 
+    @Test func aDriverThatListsNoSizesIsAskedForTheWantedOne() throws {
+        // TV and HDMI capture cards (and vivid's TV input) answer no VIDIOC_ENUM_FRAMESIZES:
+        // the wanted size goes to S_FMT, which the driver adjusts.
+        let n = negotiator([(.yuyv, [], false)])
+        #expect(try n.plan(for: .init(size: hd, framesPerSecond: 30)).size == hd)
+        // A listed size is still preferred to asking blindly, format by format.
+        let mixed = negotiator([(.nv12, [.discrete(vga)], false), (.yuyv, [], false)])
+        #expect(try mixed.plan(for: .init(size: vga, framesPerSecond: 30)).pixelFormat == .nv12)
+    }
+
     @Test func emulatedFormatsAreNeverChosen() throws {
         let n = negotiator([(.nv12, [.discrete(vga)], true), (.yuyv, [.discrete(vga)], false)])
         #expect(try n.plan(for: .init(size: vga, framesPerSecond: 30)).pixelFormat == .yuyv)

@@ -96,7 +96,11 @@ struct FormatNegotiator {
         struct Option { var plan: NegotiationPlan; var distance: Int; var rank: Int }
         var options: [Option] = []
         for (rank, candidate) in candidates.enumerated() {
-            guard let size = Self.nearestSize(to: request.size, in: candidate.sizes) else { continue }
+            // A driver that enumerates no sizes (TV and HDMI capture cards, vivid's
+            // TV input) is asked for the wanted one: S_FMT then adjusts it to what
+            // the driver can do, and the session reads back what was granted.
+            let size = candidate.sizes.isEmpty ? request.size : Self.nearestSize(to: request.size, in: candidate.sizes)
+            guard let size else { continue }
             let entries = intervals(candidate.entry.pixelFormat, size)
             let interval = FrameRateChoice.choose(desired: request.framesPerSecond, from: entries)
             options.append(Option(
