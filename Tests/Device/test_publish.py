@@ -31,14 +31,17 @@ RECEIVER = os.path.join(ROOT, "Tests", "Publish", "whip_receiver.py")
 GUEST_ADDR = "10.99.0.1"
 LOOP2 = os.environ.get("CAMAGENT_LOOPBACK_2", "/dev/video11")
 DEFAULT_VIVID_OPTS = os.environ.get("CAMAGENT_VIVID_MODPROBE_OPTS", "").split()
-# vivid with its only input a TV tuner: 720x576/480 standard sizes instead of the
-# webcam input's list, so a 1280x720 request negotiates another size after a reload.
-TV_VIVID_OPTS = DEFAULT_VIVID_OPTS + ["num_inputs=1", "input_types=0x01"]
+# vivid with its only input a TV tuner and no scaler (ccs_cap_mode=0): the
+# standard's size (720x576 or 720x480) instead of the webcam input's list, so
+# a 1280x720 request negotiates another size after a reload.
+TV_VIVID_OPTS = DEFAULT_VIVID_OPTS + ["num_inputs=1", "input_types=0x01", "ccs_cap_mode=0"]
 
 
 @pytest.fixture(scope="module")
 def guest_address():
-    """A non-loopback address for the guest: a dummy interface."""
+    """A non-loopback address for the guest: a dummy interface. Traffic to the
+    guest's own addresses goes through `lo`, which the VM's init leaves down."""
+    tool(["ip", "link", "set", "lo", "up"])
     if not os.path.exists("/sys/class/net/dummy0"):
         tool(["modprobe", "dummy"])
         tool(["ip", "link", "add", "dummy0", "type", "dummy"])
@@ -142,10 +145,15 @@ def video_track(summary):
 
 
 def reload_vivid_with(vivid, opts):
-    for _ in range(50):
-        if subprocess.run(["modprobe", "-r", "vivid"], capture_output=True).returncode == 0:
+    """Unloads vivid (failing if it stays loaded: loading it again would then
+    keep the old options) and loads it with `opts`."""
+    removed = None
+    for _ in range(100):
+        removed = subprocess.run(["modprobe", "-r", "vivid"], capture_output=True, text=True)
+        if removed.returncode == 0:
             break
         time.sleep(0.2)
+    assert removed.returncode == 0, f"vivid stays loaded: {removed.stderr}"
     tool(["modprobe", "vivid"] + opts)
     wait_for(lambda: os.path.exists(vivid), 30, f"{vivid} back after reload")
 
