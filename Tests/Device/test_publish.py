@@ -6,12 +6,17 @@ candidates, so the guest gets a dummy interface with 10.99.0.1, alone on its
 own subnet: traffic to it stays inside the guest.
 
 Checked: vivid published and decoded (most encoded frames decoded); the
-camera unplugged (vivid's Disconnect control) and the driver reloaded
-mid-publish with --reconnect: the same WHIP session stays up, decoded frames
-resume (at the new size when the driver came back in another mode) and the
-exit code is 0; without --reconnect: exit 74 and the session DELETEd; a
-full-range MJPEG colour patch (ffmpeg into v4l2loopback) keeps its colour at
-the receiver.
+camera unplugged mid-publish with --reconnect (vivid's Disconnect control):
+the same WHIP session stays up, decoded frames resume and the exit code is 0;
+without --reconnect: exit 74 and the session DELETEd; a full-range MJPEG
+colour patch (ffmpeg into v4l2loopback) keeps its colour at the receiver.
+
+Not staged here: a camera that comes back in another mode. vivid's
+Disconnect leaves its node in place and the capturer opens it again within a
+second, so the module cannot be unloaded to load it in another mode (camagent
+holds it, as it should); v4l2loopback keeps the first writer's format for the
+next writer. The size change is covered by Tests/PublisherTests
+(FramePathTests), with a scripted capturer.
 """
 import json
 import os
@@ -24,17 +29,13 @@ import urllib.request
 
 import pytest
 
-from conftest import (BIN, EXIT_DEVICE_LOST, find_control, reload_vivid_now, set_control, tool, wait_for)
+from conftest import BIN, EXIT_DEVICE_LOST, find_control, set_control, tool, wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RECEIVER = os.path.join(ROOT, "Tests", "Publish", "whip_receiver.py")
 GUEST_ADDR = "10.99.0.1"
 LOOP2 = os.environ.get("CAMAGENT_LOOPBACK_2", "/dev/video11")
 DEFAULT_VIVID_OPTS = os.environ.get("CAMAGENT_VIVID_MODPROBE_OPTS", "").split()
-# vivid with its only input a TV tuner and no scaler (ccs_cap_mode=0): the
-# standard's size (720x576 or 720x480) instead of the webcam input's list, so
-# a 1280x720 request negotiates another size after a reload.
-TV_VIVID_OPTS = DEFAULT_VIVID_OPTS + ["num_inputs=1", "input_types=0x01", "ccs_cap_mode=0"]
 
 
 @pytest.fixture(scope="module")
@@ -91,8 +92,10 @@ def receiver(guest_address, tmp_path):
 
 class Publisher:
     """`camagent publish --json` in the guest; its JSON lines read as they come."""
+    all = []
 
     def __init__(self, args, tmp_path):
+        Publisher.all.append(self)
         self.log_path = str(tmp_path / "camagent.log")
         self.proc = subprocess.Popen([BIN, "publish", "--json", *args], stdout=subprocess.PIPE,
                                      stderr=open(self.log_path, "w"), text=True)
@@ -153,15 +156,45 @@ def reload_vivid_with(vivid, opts):
         if removed.returncode == 0:
             break
         time.sleep(0.2)
-    assert removed.returncode == 0, f"vivid stays loaded: {removed.stderr}"
+    assert removed.returncode == 0, f"vivid stays loaded: {removed.stderr}\n{video_holders()}"
     tool(["modprobe", "vivid"] + opts)
     wait_for(lambda: os.path.exists(vivid), 30, f"{vivid} back after reload")
+
+
+def video_holders():
+    """Which processes hold /dev/video* or vivid's media nodes open (for a failure message)."""
+    lines = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith(("/dev/video", "/dev/media", "/dev/v4l", "/dev/vbi", "/dev/radio", "/dev/swradio")):
+                    lines.append(f"pid {pid} ({open(f'/proc/{pid}/comm').read().strip()}): fd {fd} -> {target}")
+        except OSError:
+            continue
+    return "\n".join(lines) or "no process holds a video node"
+
+
+def kill_publishers():
+    for pub in Publisher.all:
+        if pub.proc.poll() is None:
+            pub.proc.kill()
+            pub.proc.wait(timeout=30)
+    Publisher.all.clear()
+
+
+@pytest.fixture(autouse=True)
+def no_publisher_left():
+    """A failed test must not leave its camagent running (it would hold the device)."""
+    yield
+    kill_publishers()
 
 
 @pytest.fixture
 def vivid_restored(vivid):
     """Whatever a test did to vivid, the next test finds it as the VM loaded it."""
     yield
+    kill_publishers()   # before the reload: a camagent left running would hold vivid
     reload_vivid_with(vivid, DEFAULT_VIVID_OPTS)
 
 
@@ -179,34 +212,28 @@ def test_vivid_is_published_and_decoded(vivid, receiver):
     assert summary["deletes"] == 1, summary["requests"]
 
 
-@pytest.mark.parametrize("comes_back", ["same-mode", "other-size"])
-def test_unplug_with_reconnect_keeps_the_session(vivid, receiver, vivid_restored, comes_back):
+def test_unplug_with_reconnect_keeps_the_session(vivid, receiver, vivid_restored):
+    """vivid's Disconnect control: the capturer sees ENODEV, drops the device and
+    opens it again (vivid's node stays; the driver takes it back at once)."""
     pub = Publisher(["--device", vivid, "--size", "1280x720", "--fps", "15", "--audio", "none",
                      "--reconnect", "--whip", receiver.url, "--duration", "120"], tmp_path_of(receiver))
     pub.wait_for(state("streaming"), 90, "streaming state")
     wait_for(lambda: video_track(receiver.live())["frames"] > 15, 60, "frames decoded before the unplug")
     set_control(vivid, find_control(vivid, "disconnect"), 1)
-    pub.wait_for(device("lost"), 30, "device lost event")
+    lost = pub.wait_for(device("lost"), 30, "device lost event")
     before = video_track(receiver.live())["frames"]
-    if comes_back == "other-size":
-        reload_vivid_with(vivid, TV_VIVID_OPTS)
-    else:
-        reload_vivid_now(vivid)
     pub.wait_for(device("restored"), 90, "device restored event")
     wait_for(lambda: video_track(receiver.live())["frames"] > before + 30, 90, "frames decoded after the return")
     pub.proc.send_signal(signal.SIGINT)
     code = pub.finish()
     summary = receiver.stop()
     assert code == 0, pub.log()
+    assert "no longer" in lost["reason"] or "lost" in lost["reason"] or vivid in lost["reason"], lost
     # One WHIP session from start to end: the unplug did not end it.
     assert summary["posts"] == 1 and len(summary["sessions"]) == 1, summary["requests"]
     assert not [e for e in pub.events if e.get("event") == "state" and e.get("state") in ("dropped", "error")], \
         pub.events
-    sizes = video_track(summary)["sizes"]
-    if comes_back == "other-size":
-        assert "1280x720" in sizes and len(sizes) == 2, sizes
-    else:
-        assert set(sizes) == {"1280x720"}, sizes
+    assert set(video_track(summary)["sizes"]) == {"1280x720"}
 
 
 def test_unplug_without_reconnect_exits_74_after_delete(vivid, receiver, vivid_restored):

@@ -138,3 +138,123 @@ struct FramePathTests {
 }
 
 import Synchronization
+
+/// A capturer the test drives by hand: frames and events on the test's thread.
+final class ScriptedCapture: VideoCapture, @unchecked Sendable {   // driven by one test at a time
+    let name: String
+    private var consumer: (any VideoCaptureConsumer)?
+    private(set) var started = false
+    private var settings: CaptureSettings?
+
+    init(name: String) { self.name = name }
+
+    func initialize() throws(CaptureError) {
+        let format = VideoFormat.nv12(width: 64, height: 48, framesPerSecond: 30)
+        settings = CaptureSettings(device: name, card: "scripted", driver: "test", busInfo: "test", deviceFormat: format,
+                                   outputFormat: format, requestedSize: FrameSize(width: 64, height: 48),
+                                   requestedFramesPerSecond: 30, grantedFramesPerSecond: 30, bufferCount: 1,
+                                   orientation: .upright, rotatesPixels: false)
+    }
+    func start() throws(CaptureError) { started = true }
+    func stop() { started = false }
+    func release() { stop() }
+    var isCaptureStarted: Bool { started }
+    var captureSettings: CaptureSettings? { settings }
+    var statistics: CaptureStatistics { CaptureStatistics() }
+    func setConsumer(_ consumer: (any VideoCaptureConsumer)?) { self.consumer = consumer }
+
+    func deliver(width: Int, height: Int) { consumer?.consume(FramePathTests.frame(width: width, height: height)) }
+    func report(_ event: CaptureEvent) { consumer?.captureEvent(event) }
+}
+
+@Suite("A camera that goes away while publishing")
+struct DeviceLossTests {
+    /// What a publisher said, in order.
+    final class Events: Sendable {
+        private let list = Mutex<[PublisherEvent]>([])
+        func append(_ e: PublisherEvent) { list.withLock { $0.append(e) } }
+        func withLock<R>(_ body: ([PublisherEvent]) -> R) -> R { list.withLock { body($0) } }
+    }
+
+    /// The publisher with only its embedded side (no WHIP), its events kept.
+    static func publisher(_ capture: ScriptedCapture) throws -> (Publisher, Events) {
+        var settings = PublisherSettings()
+        settings.audioTrack = false
+        let events = Events()
+        let publisher = try Publisher(settings: settings, videoCapture: capture, audioDevice: nil, signaling: nil,
+                                      logger: FramePathTests.logger) { event in events.append(event) }
+        try publisher.publish()
+        return (publisher, events)
+    }
+
+    @Test func aLossItRecoversFromEndsNothing() throws {
+        let capture = ScriptedCapture(name: "/dev/video9")
+        let (publisher, events) = try Self.publisher(capture)
+        defer { publisher.unpublish() }
+        capture.report(.deviceLost(.deviceLost(device: "/dev/video9")))
+        #expect(publisher.state == .serving && publisher.failure == nil)
+        #expect(publisher.stats().videoDeviceLost)
+        let settings = try #require(capture.captureSettings)
+        capture.report(.reconnected(settings, gap: .seconds(2)))
+        #expect(!publisher.stats().videoDeviceLost)
+        let kinds = events.withLock { $0 }.compactMap { e -> String? in
+            switch e {
+            case .deviceLost(.video, _): "lost"
+            case .deviceRestored(.video, _): "restored"
+            default: nil
+            }
+        }
+        #expect(kinds == ["lost", "restored"])
+        #expect(publisher.state == .serving)
+    }
+
+    @Test func aLossForGoodFailsThePublisherWithThatError() throws {
+        let capture = ScriptedCapture(name: "/dev/video9")
+        let (publisher, events) = try Self.publisher(capture)
+        defer { publisher.unpublish() }
+        capture.report(.failed(.deviceLost(device: "/dev/video9")))
+        #expect(publisher.state == .failed)
+        #expect(publisher.failure == .video(.deviceLost(device: "/dev/video9")))
+        #expect(events.withLock { $0 }.contains { if case .failed(.video) = $0 { true } else { false } })
+        publisher.unpublish()
+        #expect(publisher.state == .failed)   // unpublishing keeps why it ended
+    }
+
+    /// The camera comes back in another mode, or another camera takes its
+    /// place: the encoder is made again at the new size and its first frame
+    /// is a keyframe, on the same connection.
+    @Test func aNewSizeRemakesTheEncoderWithAKeyframe() throws {
+        let hub = MediaHub(videoBitrateCeiling: 500_000)
+        let connection = hub.makeSenders([(.video, 96)])
+        hub.attach(connection)
+        connection.setSending([.video])
+        let pipeline = VideoPipeline(hub: hub, codec: .vp8, framesPerSecond: 30, logger: FramePathTests.logger,
+                                     onError: { _ in })
+        pipeline.start()
+        defer { pipeline.stop() }
+        pipeline.consume(FramePathTests.frame(width: 64, height: 48))
+        #expect(eventually { pipeline.frameCounts.encoded == 1 })
+        pipeline.consume(FramePathTests.frame(width: 64, height: 48))
+        #expect(eventually { pipeline.frameCounts.encoded == 2 })
+        let first = try MediaHubTests.drain(connection)
+        pipeline.consume(FramePathTests.frame(width: 32, height: 24))
+        #expect(eventually { pipeline.frameCounts.encoded == 3 })
+        let after = try MediaHubTests.drain(connection)
+        #expect(FramePathTests.vp8KeyframeSize(try #require(first.first).payload).map { $0 == (64, 48) } == true)
+        #expect(FramePathTests.vp8KeyframeSize(try #require(after.first).payload).map { $0 == (32, 24) } == true)
+        // Same stream, same SSRC, sequence numbers carry on.
+        #expect(Set((first + after).map(\.header.ssrc)).count == 1)
+        #expect(after.first!.header.sequenceNumber == first.last!.header.sequenceNumber &+ 1)
+    }
+
+    @Test func anotherCameraCanBeSwappedInWhileLive() throws {
+        let first = ScriptedCapture(name: "/dev/video9"), second = ScriptedCapture(name: "/dev/video8")
+        let (publisher, events) = try Self.publisher(first)
+        defer { publisher.unpublish() }
+        #expect(first.started)
+        try publisher.replaceVideoCapture(second)
+        #expect(!first.started && second.started)
+        #expect(events.withLock { $0 }.contains { if case .deviceRestored(.video, let d) = $0 { d.contains("/dev/video8") } else { false } })
+        #expect(publisher.state == .serving)
+    }
+}
