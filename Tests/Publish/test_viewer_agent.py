@@ -239,9 +239,9 @@ def test_vanished_viewer_is_dropped_when_consent_expires(net, workdir):
 
 def test_chromium_plays_camagents_own_page(net, workdir):
     chromium_or_fail()
-    if net.name:
-        # Chromium without media permission gathers only on the default route's interface.
-        net.run(["ip", "route", "add", "default", "via", "10.77.0.254", "dev", net.iface], timeout=10)
+    # Chromium without media permission gathers only on the default route's interface.
+    added = net.run(["ip", "route", "add", "default", "via", "10.77.0.254", "dev", net.iface], timeout=10)
+    assert added.returncode == 0, added.stderr
     agent = Agent(net, workdir, duration=120, extra=["-v"])
     report = open_page(net, workdir, agent.serving["url"], timeout=40)
     try:
