@@ -40,7 +40,8 @@ class Agent:
         self.whep = self.serving["whep"]
         self.base = self.whep[: -len("whep")]
 
-    def _wait_for(self, event, timeout):
+    def _wait_for(self, event, timeout, match=lambda e: True):
+        """The first JSON event named `event` (for which match(e) holds) camagent prints in time."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             ready, _, _ = select.select([self.proc.stdout], [], [], 0.5)
@@ -53,9 +54,9 @@ class Agent:
                 break
             self.lines.append(line)
             for e in json_lines(line):
-                if e.get("event") == event:
+                if e.get("event") == event and match(e):
                     return e
-        raise AssertionError(f"camagent printed no {event!r} line (exit {self.proc.poll()}):\n"
+        raise AssertionError(f"camagent printed no matching {event!r} line (exit {self.proc.poll()}):\n"
                              + "".join(self.lines)[-2000:] + "\n" + self.log())
 
     def stop(self):
@@ -249,11 +250,15 @@ def test_chromium_plays_camagents_own_page(net, workdir):
     except AssertionError as e:
         agent.stop()
         raise AssertionError(f"{e}\n--- camagent log\n{agent.log()}") from None
-    time.sleep(1)   # the page's DELETE on leaving reaches camagent
+    # Leaving the page DELETEd its WHEP resource: camagent says so while it still runs,
+    # with the DELETE's reason (stopping camagent would end the session too, as
+    # "the publisher stopped"; a vanished page would end by consent expiry much later).
+    left = agent._wait_for("viewer", timeout=20, match=lambda e: e.get("state") == "left")
+    assert left["reason"] == "the viewer ended the session", left
     code, events = agent.stop()
     assert code == 0, agent.log()
     seen = viewer_events(events)
-    assert [s for s, _ in seen][:2] == ["joined", "left"], seen   # leaving the page DELETEd it
+    assert [s for s, _ in seen][:2] == ["joined", "left"], seen
 
 
 def test_a_taken_port_is_a_clear_error(net, workdir):
