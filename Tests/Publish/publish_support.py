@@ -196,11 +196,14 @@ class Receiver:
         self._summary = None
 
     def stop(self):
-        """Stops the receiver and returns its summary (written on SIGTERM)."""
+        """Stops the receiver and returns its summary (written on SIGTERM). A frame the
+        receiver could not analyse (a session's "error") fails the test here."""
         if self._summary is None:
             self.net.stop(self.proc)
             with open(self.summary_path) as f:
                 self._summary = json.load(f)
+        errors = [(s["id"], s["error"]) for s in self._summary["sessions"] if s.get("error")]
+        assert not errors, f"whip_receiver.py failed to analyse what it received: {errors}\n{self.log()}"
         return self._summary
 
     def log(self):
@@ -368,12 +371,12 @@ class JanusRoom:
             raise AssertionError(f"Janus did not come up (exit {proc.poll()}):\n" + self.log())
         return proc
 
-    def subscribe(self, duration, wait=30):
+    def subscribe(self, duration, wait=30, extra=()):
         """Starts the aiortc subscriber; returns (process, summary path). It waits for a publisher."""
         path = os.path.join(self.workdir, f"subscriber-{next(_counter)}.json")
         proc = self.net.start([PY, os.path.join(HERE, "janus_subscriber.py"), "--janus", self.api,
                                "--room", str(self.ROOM), "--duration", str(duration), "--wait", str(wait),
-                               "--summary", path, "-v"], "janus-subscriber", self.workdir)
+                               "--summary", path, "-v", *extra], "janus-subscriber", self.workdir)
         return proc, path
 
     def watch(self, publish, *, watch):
@@ -387,7 +390,8 @@ class JanusRoom:
             raise AssertionError(describe(proc, self.log()))
         summary = subscriber_result(sub, sub_path, timeout=60)
         bridge = self.stop_bridge()
-        assert summary["error"] is None, (summary["error"], summary.get("janusEvents"))
+        assert summary["error"] is None and summary["exit"] == 0, (summary["error"], summary["exit"],
+                                                                   summary.get("janusEvents"))
         assert [r["deleted"] for r in bridge["resources"]] == [True], bridge["requests"]
         return summary, bridge
 
@@ -402,10 +406,12 @@ class JanusRoom:
 
 
 def subscriber_result(proc, path, timeout):
-    """Waits for the subscriber and returns its summary."""
+    """Waits for the subscriber and returns its summary (its exit code as "exit")."""
     proc.wait(timeout=timeout)
     with open(path) as f:
-        return json.load(f)
+        summary = json.load(f)
+    summary["exit"] = proc.returncode
+    return summary
 
 
 def _janus(net, workdir, ice_lite):

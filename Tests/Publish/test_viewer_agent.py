@@ -78,11 +78,11 @@ class Agent:
         return text[-3000:]
 
 
-def start_viewer(net, workdir, agent, name, *, duration=6, leave_after=None, token="same"):
+def start_viewer(net, workdir, agent, name, *, duration=6, leave_after=None, token="same", extra=()):
     token = agent.token if token == "same" else token
     path = os.path.join(workdir, f"{name}.json")
     args = [PY, os.path.join(HERE, "whep_viewer.py"), "--url", agent.whep, "--duration", str(duration),
-            "--summary", path, "-v"]
+            "--summary", path, "-v", *extra]
     if leave_after is not None:
         args += ["--leave-after", str(leave_after)]
     if token:
@@ -223,6 +223,17 @@ def test_open_server_h264_viewer(net, workdir):
     assert "H264/90000" in s["answer"] and "a=ice-lite" in s["answer"], s["answer"]
     check_video(s["video"][0], duration=6, fps=FPS, codec="H264")
     check_audio(s["audio"][0], duration=6)
+
+
+def test_a_viewer_that_cannot_analyse_a_frame_fails(net, workdir):
+    """whep_viewer.py exits 5 (not 0) when a track's analysis failed: the tests above
+    require exit 0, so a viewer that stopped checking frames fails them."""
+    agent = Agent(net, workdir, duration=10)
+    s = viewer_result(start_viewer(net, workdir, agent, "broken", duration=4,
+                                   extra=["--break-analysis", "video"]))
+    agent.stop()
+    assert s["exit"] == 5, brief(s)
+    assert s["error"].startswith("video:") and "on purpose" in s["error"], brief(s)
 
 
 def test_vanished_viewer_is_dropped_when_consent_expires(net, workdir):
