@@ -160,8 +160,8 @@ let package = Package(
         .target(name: "TestSupport", path: "Tests/TestSupport"),
         .testTarget(name: "MediaTypesTests", dependencies: ["MediaTypes"]),
         .testTarget(name: "RTPTests", dependencies: ["RTP"]),
-        .testTarget(name: "NetworkingTests", dependencies: ["Networking"]),
-        .testTarget(name: "ICETests", dependencies: ["ICE", "Networking", .product(name: "Logging", package: "swift-log")]),
+        .testTarget(name: "NetworkingTests", dependencies: ["Networking", "TestSupport"]),
+        .testTarget(name: "ICETests", dependencies: ["ICE", "Networking", "TestSupport", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "SDPTests", dependencies: ["SDP"]),
         .testTarget(
             name: "PublisherTests",
@@ -170,7 +170,7 @@ let package = Package(
         .testTarget(name: "SecureTransportTests", dependencies: ["SecureTransport", "RTP"]),
         .testTarget(
             name: "WHIPTests",
-            dependencies: ["WHIP", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["WHIP", "TestSupport", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(name: "EncodersTests", dependencies: ["Encoders", "MediaTypes", "PixelConversion", "RTP"]),
         .testTarget(name: "PixelConversionTests", dependencies: ["PixelConversion", "MediaTypes"]),

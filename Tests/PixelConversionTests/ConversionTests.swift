@@ -154,10 +154,31 @@ struct MJPEGTests {
     }
 
     @Test func trailingPaddingIsAccepted() throws {
-        let bytes = try jpeg(width: 64, height: 48, gray: 60) + [UInt8](repeating: 0, count: 300)
-        let f = VideoFrame(maxWidth: 64, maxHeight: 48)
-        f.setFormat(.nv12(width: 64, height: 48, framesPerSecond: 30))
-        try bytes.withUnsafeBytes { try JPEGDecoder().decode($0, into: f) }
+        let image = try jpeg(width: 64, height: 48, gray: 60)
+        let bytes = image + [UInt8](repeating: 0, count: 300)
+        // Both frames start as a value the picture does not have, so a decode that wrote
+        // nothing cannot pass.
+        func decoded(_ jpeg: [UInt8]) throws -> VideoFrame {
+            let f = VideoFrame(maxWidth: 64, maxHeight: 48)
+            f.setFormat(.nv12(width: 64, height: 48, framesPerSecond: 30))
+            for i in f.yPlane.indices { f.yPlane[i] = 0xEE }
+            for i in f.uvPlane.indices { f.uvPlane[i] = 0x11 }
+            try jpeg.withUnsafeBytes { try JPEGDecoder().decode($0, into: f) }
+            return f
+        }
+        let padded = try decoded(bytes), plain = try decoded(image)
+        // The picture: left half gray 60, right half white, no colour (within JPEG's loss).
+        for y in [0, 20, 47] {
+            #expect(abs(Int(luma(padded, 10, y)) - 60) <= 8, "row \(y)")
+            #expect(abs(Int(luma(padded, 50, y)) - 235) <= 8, "row \(y)")
+        }
+        for (x, y) in [(5, 0), (25, 23), (31, 12)] {
+            let (u, v) = chroma(padded, x, y)
+            #expect(abs(Int(u) - 128) <= 4 && abs(Int(v) - 128) <= 4, "chroma at \(x),\(y): \(u),\(v)")
+        }
+        // The padding changes nothing: every pixel is what the unpadded JPEG decodes to.
+        #expect(Array(padded.yPlane) == Array(plain.yPlane))
+        #expect(Array(padded.uvPlane) == Array(plain.uvPlane))
     }
 
     @Test func leftoverBytesAfterTheImageAreIgnored() throws {

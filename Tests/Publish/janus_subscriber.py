@@ -2,14 +2,15 @@
 """An aiortc subscriber to a Janus VideoRoom: decodes what Janus forwards.
 
     janus_subscriber.py --janus http://10.77.0.1:8088/janus --room 1234
-                        --duration S --summary FILE [--wait S]
+                        --duration S --summary FILE [--wait S] [--break-analysis video|audio]
 
 Waits (up to --wait seconds) for a publisher in the room, joins as a subscriber
 to its streams through Janus's HTTP API, answers Janus's JSEP offer with
 aiortc, sends `start`, and decodes every frame for --duration seconds with the
 same analysis as whip_receiver.py (frame counter from the luma plane, audio
 frequency and level). Writes the summary JSON to FILE; exits 0 once written,
-1 if it could not subscribe (the reason is in the summary's "error").
+1 if it could not subscribe or could not analyse a received frame (the reason
+is in the summary's "error"; an analysis failure also in "analysisError").
 """
 import argparse
 import asyncio
@@ -21,6 +22,7 @@ import time
 import aiohttp
 from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
 
+import whip_receiver
 from janus_whip_bridge import JanusSession
 from whip_receiver import Session, TrackRecord  # noqa: F401  (Session's track analysis)
 
@@ -98,6 +100,11 @@ async def run(args):
             for task in rec.tasks:
                 task.cancel()
             await js.close()
+    # A track consumer that failed (Session._consume records it on the Recorder) means
+    # frames went unchecked: that is an error of the run, like a failed subscription.
+    summary["analysisError"] = rec.error
+    if rec.error and summary["error"] is None:
+        summary["error"] = f"analysis: {rec.error}"
     return summary
 
 
@@ -108,8 +115,10 @@ def main(argv=None):
     p.add_argument("--duration", type=float, default=5)
     p.add_argument("--wait", type=float, default=30, help="how long to wait for a publisher")
     p.add_argument("--summary", required=True, metavar="FILE")
+    whip_receiver.add_break_analysis_option(p)
     p.add_argument("-v", "--verbose", action="store_true")
     args = p.parse_args(argv)
+    whip_receiver.BREAK_ANALYSIS = args.break_analysis
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr)
     summary = asyncio.run(run(args))
     with open(args.summary, "w") as f:

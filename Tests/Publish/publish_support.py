@@ -6,9 +6,9 @@ with loopback up and a veth pair whose end cam0 has 10.77.0.1/24. aioice
 cam0 only, so every peer meets on 10.77.0.1 and nothing leaves the namespace.
 The receiver, Janus, the bridge and the publisher all run inside it through
 `ip netns exec`; the namespace and every process in it are removed afterwards,
-whatever the outcome. Where namespaces cannot be made (not root, no
-iproute2), the tests fall back to the host's first non-loopback IPv4 address
-and say so once.
+whatever the outcome. Where a namespace cannot be made (not root, no
+iproute2), the test fails and says why: test traffic never goes to the host's
+own interfaces (that would be a real LAN address).
 
 Every wait has a timeout; no assertion is about time.
 """
@@ -47,7 +47,6 @@ NS_PREFIX = 24
 NS_IFACE = "cam0"
 
 _counter = itertools.count()
-_fallback_said = False
 
 
 def _run(args, timeout=20, check=True):
@@ -58,7 +57,8 @@ def _run(args, timeout=20, check=True):
 
 
 def host_address():
-    """The host's first non-loopback IPv4 address (the fallback without namespaces)."""
+    """The host's first non-loopback IPv4 address. Not used by the tests (they run only in a
+    namespace); Benchmarks/publish.py imports it."""
     out = _run(["ip", "-4", "-o", "addr", "show", "scope", "global"], check=False).stdout
     for line in out.splitlines():
         fields = line.split()
@@ -67,8 +67,12 @@ def host_address():
     return "127.0.0.1"
 
 
+class NamespaceUnavailable(RuntimeError):
+    """No network namespace for the test: it fails rather than use the host's network."""
+
+
 class Net:
-    """Where the peers run: a namespace (name set) or the host (name None)."""
+    """Where the peers run: a network namespace of the test's own."""
 
     def __init__(self, name, addr, iface):
         self.name = name
@@ -123,11 +127,16 @@ class Net:
 
 
 def make_namespace():
+    """A fresh namespace with cam0 up at 10.77.0.1; raises NamespaceUnavailable if it cannot be made."""
+    if not shutil.which("ip"):
+        raise NamespaceUnavailable("publish tests need `ip` (iproute2; scripts/install --test installs it) "
+                                   "to run each test in a network namespace; not using the host's network")
     name = f"camagent-test-{os.getpid()}-{next(_counter)}"
     try:
         _run(["ip", "netns", "add", name])
-    except (OSError, RuntimeError, subprocess.TimeoutExpired):
-        return None
+    except (OSError, RuntimeError, subprocess.TimeoutExpired) as e:
+        raise NamespaceUnavailable(f"`ip netns add {name}` failed ({e}); publish tests need root and network "
+                                   "namespaces, and do not fall back to the host's network") from e
     net = Net(name, NS_ADDR, NS_IFACE)
     try:
         _run(["ip", "-n", name, "link", "set", "lo", "up"])
@@ -136,7 +145,7 @@ def make_namespace():
         _run(["ip", "-n", name, "link", "set", NS_IFACE, "up"])
         _run(["ip", "-n", name, "link", "set", "cam1", "up"])
         # IPv6 off: only the IPv4 address is a candidate, for every peer.
-        _run(["ip", "netns", "exec", name, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"], check=False)
+        _run(["ip", "netns", "exec", name, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"])
     except Exception:
         net.cleanup()
         raise
@@ -145,17 +154,8 @@ def make_namespace():
 
 @pytest.fixture
 def net():
-    """A fresh network namespace for one test (or the host as a fallback)."""
-    global _fallback_said
-    # CAMAGENT_TEST_NO_NETNS=1 forces the host fallback (to check it where namespaces work).
-    use_ns = shutil.which("ip") and os.environ.get("CAMAGENT_TEST_NO_NETNS") != "1"
-    made = make_namespace() if use_ns else None
-    if made is None:
-        if not _fallback_said:
-            print("\npublish tests: network namespaces unavailable, using the host's interfaces",
-                  file=sys.stderr)
-            _fallback_said = True
-        made = Net(None, host_address(), None)
+    """A fresh network namespace for one test; the test fails if none can be made."""
+    made = make_namespace()
     try:
         yield made
     finally:
@@ -196,11 +196,14 @@ class Receiver:
         self._summary = None
 
     def stop(self):
-        """Stops the receiver and returns its summary (written on SIGTERM)."""
+        """Stops the receiver and returns its summary (written on SIGTERM). A frame the
+        receiver could not analyse (a session's "error") fails the test here."""
         if self._summary is None:
             self.net.stop(self.proc)
             with open(self.summary_path) as f:
                 self._summary = json.load(f)
+        errors = [(s["id"], s["error"]) for s in self._summary["sessions"] if s.get("error")]
+        assert not errors, f"whip_receiver.py failed to analyse what it received: {errors}\n{self.log()}"
         return self._summary
 
     def log(self):
@@ -330,14 +333,6 @@ def total_frames(summary, kind):
 
 # -- Janus ------------------------------------------------------------------------
 
-def free_port():
-    """A TCP port free on the host (for Janus when there is no namespace of its own)."""
-    import socket
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return s.getsockname()[1]
-
-
 class JanusRoom:
     """Janus (VideoRoom, HTTP API) and the WHIP bridge in front of it, in the test's network."""
 
@@ -347,7 +342,7 @@ class JanusRoom:
         from janus_whip_bridge import write_config
         self.net = net
         self.workdir = workdir
-        self.http_port = 8088 if net.name else free_port()
+        self.http_port = 8088   # the namespace is the test's own: the port is free
         conf = os.path.join(workdir, "janus")
         write_config(conf, ice_address=net.addr, http_port=self.http_port, room=self.ROOM, ice_lite=ice_lite)
         self.api = f"http://{net.addr}:{self.http_port}/janus"
@@ -376,12 +371,12 @@ class JanusRoom:
             raise AssertionError(f"Janus did not come up (exit {proc.poll()}):\n" + self.log())
         return proc
 
-    def subscribe(self, duration, wait=30):
+    def subscribe(self, duration, wait=30, extra=()):
         """Starts the aiortc subscriber; returns (process, summary path). It waits for a publisher."""
         path = os.path.join(self.workdir, f"subscriber-{next(_counter)}.json")
         proc = self.net.start([PY, os.path.join(HERE, "janus_subscriber.py"), "--janus", self.api,
                                "--room", str(self.ROOM), "--duration", str(duration), "--wait", str(wait),
-                               "--summary", path, "-v"], "janus-subscriber", self.workdir)
+                               "--summary", path, "-v", *extra], "janus-subscriber", self.workdir)
         return proc, path
 
     def watch(self, publish, *, watch):
@@ -395,7 +390,8 @@ class JanusRoom:
             raise AssertionError(describe(proc, self.log()))
         summary = subscriber_result(sub, sub_path, timeout=60)
         bridge = self.stop_bridge()
-        assert summary["error"] is None, (summary["error"], summary.get("janusEvents"))
+        assert summary["error"] is None and summary["exit"] == 0, (summary["error"], summary["exit"],
+                                                                   summary.get("janusEvents"))
         assert [r["deleted"] for r in bridge["resources"]] == [True], bridge["requests"]
         return summary, bridge
 
@@ -410,10 +406,12 @@ class JanusRoom:
 
 
 def subscriber_result(proc, path, timeout):
-    """Waits for the subscriber and returns its summary."""
+    """Waits for the subscriber and returns its summary (its exit code as "exit")."""
     proc.wait(timeout=timeout)
     with open(path) as f:
-        return json.load(f)
+        summary = json.load(f)
+    summary["exit"] = proc.returncode
+    return summary
 
 
 def _janus(net, workdir, ice_lite):

@@ -5,7 +5,7 @@ import pytest
 
 from publish_support import (EXIT_CONNECTION, EXIT_OK, EXIT_REFUSED, EXIT_UNAUTHORIZED, EXIT_UNREACHABLE,
                              aiortc_publish, check_audio, check_video, describe, json_lines, states,
-                             total_frames)
+                             subscriber_result, total_frames)
 
 TOKEN = "selfcheck-token"
 
@@ -118,3 +118,23 @@ def test_janus_path(net, janus_room, pattern_y4m, codec):
         lambda: aiortc_publish(net, janus_room.url, pattern_y4m, codec=codec, duration=9), watch=4)
     check_video(summary["video"][0], duration=4, codec=codec.upper())
     check_audio(summary["audio"][0], duration=4)
+
+
+def test_an_analysis_error_fails_the_receivers_check(net, receiver_factory, pattern_y4m):
+    """A frame whip_receiver.py cannot analyse is recorded in its session, and
+    Receiver.stop() (which every publish test calls) fails on it."""
+    r = receiver_factory("--break-analysis", "video")
+    proc = aiortc_publish(net, r.url, pattern_y4m, duration=3)
+    assert proc.returncode == EXIT_OK, describe(proc, r.log())
+    with pytest.raises(AssertionError, match="broken on purpose"):
+        r.stop()
+
+
+def test_an_analysis_error_fails_the_janus_subscriber(net, janus_room, pattern_y4m):
+    """janus_subscriber.py reports a track it could not analyse as its error, and exits 1."""
+    sub, path = janus_room.subscribe(duration=4, extra=["--break-analysis", "audio"])
+    proc = aiortc_publish(net, janus_room.url, pattern_y4m, duration=9)
+    assert proc.returncode == EXIT_OK, describe(proc, janus_room.log())
+    summary = subscriber_result(sub, path, timeout=60)
+    assert summary["exit"] == 1, summary["error"]
+    assert summary["error"].startswith("analysis: audio") and "on purpose" in summary["error"], summary["error"]

@@ -40,7 +40,8 @@ class Agent:
         self.whep = self.serving["whep"]
         self.base = self.whep[: -len("whep")]
 
-    def _wait_for(self, event, timeout):
+    def _wait_for(self, event, timeout, match=lambda e: True):
+        """The first JSON event named `event` (for which match(e) holds) camagent prints in time."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             ready, _, _ = select.select([self.proc.stdout], [], [], 0.5)
@@ -53,9 +54,9 @@ class Agent:
                 break
             self.lines.append(line)
             for e in json_lines(line):
-                if e.get("event") == event:
+                if e.get("event") == event and match(e):
                     return e
-        raise AssertionError(f"camagent printed no {event!r} line (exit {self.proc.poll()}):\n"
+        raise AssertionError(f"camagent printed no matching {event!r} line (exit {self.proc.poll()}):\n"
                              + "".join(self.lines)[-2000:] + "\n" + self.log())
 
     def stop(self):
@@ -77,11 +78,11 @@ class Agent:
         return text[-3000:]
 
 
-def start_viewer(net, workdir, agent, name, *, duration=6, leave_after=None, token="same"):
+def start_viewer(net, workdir, agent, name, *, duration=6, leave_after=None, token="same", extra=()):
     token = agent.token if token == "same" else token
     path = os.path.join(workdir, f"{name}.json")
     args = [PY, os.path.join(HERE, "whep_viewer.py"), "--url", agent.whep, "--duration", str(duration),
-            "--summary", path, "-v"]
+            "--summary", path, "-v", *extra]
     if leave_after is not None:
         args += ["--leave-after", str(leave_after)]
     if token:
@@ -224,6 +225,17 @@ def test_open_server_h264_viewer(net, workdir):
     check_audio(s["audio"][0], duration=6)
 
 
+def test_a_viewer_that_cannot_analyse_a_frame_fails(net, workdir):
+    """whep_viewer.py exits 5 (not 0) when a track's analysis failed: the tests above
+    require exit 0, so a viewer that stopped checking frames fails them."""
+    agent = Agent(net, workdir, duration=10)
+    s = viewer_result(start_viewer(net, workdir, agent, "broken", duration=4,
+                                   extra=["--break-analysis", "video"]))
+    agent.stop()
+    assert s["exit"] == 5, brief(s)
+    assert s["error"].startswith("video:") and "on purpose" in s["error"], brief(s)
+
+
 def test_vanished_viewer_is_dropped_when_consent_expires(net, workdir):
     agent = Agent(net, workdir, duration=30, extra=["--viewer-timeout", "8"])
     ghost = start_viewer(net, workdir, agent, "ghost", duration=60)
@@ -239,9 +251,9 @@ def test_vanished_viewer_is_dropped_when_consent_expires(net, workdir):
 
 def test_chromium_plays_camagents_own_page(net, workdir):
     chromium_or_fail()
-    if net.name:
-        # Chromium without media permission gathers only on the default route's interface.
-        net.run(["ip", "route", "add", "default", "via", "10.77.0.254", "dev", net.iface], timeout=10)
+    # Chromium without media permission gathers only on the default route's interface.
+    added = net.run(["ip", "route", "add", "default", "via", "10.77.0.254", "dev", net.iface], timeout=10)
+    assert added.returncode == 0, added.stderr
     agent = Agent(net, workdir, duration=120, extra=["-v"])
     report = open_page(net, workdir, agent.serving["url"], timeout=40)
     try:
@@ -249,11 +261,24 @@ def test_chromium_plays_camagents_own_page(net, workdir):
     except AssertionError as e:
         agent.stop()
         raise AssertionError(f"{e}\n--- camagent log\n{agent.log()}") from None
-    time.sleep(1)   # the page's DELETE on leaving reaches camagent
+    # Leaving the page DELETEd its WHEP resource, and the viewer left while camagent still
+    # ran (stopping camagent ends the session too, as "the publisher stopped"; a page that
+    # just vanished would end by consent expiry, much later). The page sends its DELETE
+    # and closes its peer connection at once, so either may reach camagent first: the
+    # DELETE answered 200 ended the session ("the viewer ended the session"), or the
+    # DTLS close did ("the peer closed the connection") and the DELETE then found no
+    # such viewer (404). Either way the DELETE reached camagent, for this viewer.
+    left = agent._wait_for("viewer", timeout=20, match=lambda e: e.get("state") == "left")
+    deletes = report["deletes"]
+    assert len(deletes) == 1 and deletes[0]["url"].split("?")[0].endswith("/whep/" + left["id"]), (deletes, left)
+    if deletes[0]["status"] == 200:
+        assert left["reason"] == "the viewer ended the session", (deletes, left)
+    else:
+        assert deletes[0]["status"] == 404 and left["reason"] == "the peer closed the connection", (deletes, left)
     code, events = agent.stop()
     assert code == 0, agent.log()
     seen = viewer_events(events)
-    assert [s for s, _ in seen][:2] == ["joined", "left"], seen   # leaving the page DELETEd it
+    assert [s for s, _ in seen][:2] == ["joined", "left"], seen
 
 
 def test_a_taken_port_is_a_clear_error(net, workdir):

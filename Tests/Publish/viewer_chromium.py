@@ -7,7 +7,10 @@ and talks the DevTools protocol over a websocket (PyPI `websockets`):
 Page.navigate to the URL, poll `#state` until it reads "connected", wait a few
 seconds, then read the playing <video>'s pixels (drawn into a canvas, luma
 computed in the page), take a screenshot (Page.captureScreenshot) and leave
-the page (about:blank), which makes the page DELETE its WHEP resource.
+the page (about:blank), which makes the page DELETE its WHEP resource. The
+report's "deletes" lists every DELETE the browser sent, its URL and the HTTP
+status it got back, read from Chromium's net log (--log-net-log; DevTools does
+not see the keepalive request a leaving page makes).
 
     viewer_chromium.py URL --out DIR [--settle S] [--timeout S] [--frames N]
 
@@ -111,6 +114,27 @@ def sdp_hooks_js(refuse_extensions):
 """ % json.dumps(list(refuse_extensions))
 
 
+def deletes_from_netlog(path):
+    """The DELETE requests in a Chromium net log: [{url, status, error}] in order."""
+    text = open(path).read()
+    try:
+        netlog = json.loads(text)
+    except json.JSONDecodeError:
+        # Not finalised (Chromium killed): one event per line after the constants.
+        netlog = json.loads(text.rstrip().rstrip(",") + "]}")
+    names = {v: k for k, v in netlog["constants"]["logEventTypes"].items()}
+    requests = {}
+    for event in netlog["events"]:
+        name, params, source = names.get(event["type"]), event.get("params", {}), event["source"]["id"]
+        if name == "URL_REQUEST_START_JOB" and params.get("method") == "DELETE":
+            requests[source] = {"url": params["url"], "status": None, "error": None}
+        elif source in requests and name == "HTTP_TRANSACTION_READ_RESPONSE_HEADERS":
+            requests[source]["status"] = int(params["headers"][0].split()[1])
+        elif source in requests and params.get("net_error"):
+            requests[source]["error"] = params["net_error"]
+    return list(requests.values())
+
+
 class Chromium:
     """One headless Chromium with its own profile directory; a context manager."""
 
@@ -123,12 +147,14 @@ class Chromium:
         self.extra_flags = list(extra_flags)
         self.proc = None
         self.port = None
+        self.netlog = os.path.join(self.profile, "net.json")
+        self.deletes = None   # read from the net log when Chromium has exited
 
     def __enter__(self):
         log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
             [self.binary, *CHROMIUM_FLAGS, *self.extra_flags, f"--user-data-dir={self.profile}",
-             "--remote-debugging-port=0", "about:blank"],
+             f"--log-net-log={self.netlog}", "--remote-debugging-port=0", "about:blank"],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         active = os.path.join(self.profile, "DevToolsActivePort")
         deadline = time.time() + 30
@@ -151,6 +177,8 @@ class Chromium:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
+        if os.path.exists(self.netlog):
+            self.deletes = deletes_from_netlog(self.netlog)
         shutil.rmtree(self.profile, ignore_errors=True)
 
     def log(self):
@@ -258,6 +286,7 @@ async def view(url, out, *, connect_timeout=30.0, settle=3.0, frames=2, chromium
             await asyncio.sleep(1.0)
             report["console"] = dt.console
         report["chromiumLog"] = browser.log()[-1500:]
+    report["deletes"] = browser.deletes
     return report
 
 

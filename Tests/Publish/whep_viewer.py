@@ -8,14 +8,18 @@ pattern, audio pitch and level), so check_video/check_audio in
 publish_support.py read its summary.
 
     whep_viewer.py --url http://HOST:PORT/whep [--token T] [--duration S]
-                   [--leave-after S] [--connect-timeout S] [--summary FILE] [-v]
+                   [--leave-after S] [--connect-timeout S] [--summary FILE]
+                   [--break-analysis video|audio] [-v]
 
 --duration S     watch this long once connected, then close without a DELETE
                  (as a browser tab that is simply closed does)
 --leave-after S  watch this long once connected, then DELETE the resource and close
+--break-analysis K  make the K track's analysis fail (see whip_receiver.py): exit 5
 Stdout gets JSON lines: {"event":"posted","status":...}, {"event":"connected"},
-{"event":"done"}. Exit codes: 0 watched, 2 the server did not answer 201 (the
-summary says which status), 3 the connection never came up, 4 anything else.
+{"event":"done"}. Exit codes: 0 watched, and every frame received was analysed;
+2 the server did not answer 201 (the summary says which status); 3 the
+connection never came up; 4 anything else; 5 a received frame could not be
+analysed (the summary's "error" says which track and why).
 """
 import argparse
 import asyncio
@@ -30,6 +34,7 @@ import aiohttp
 from aiortc import RTCSessionDescription
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import whip_receiver  # noqa: E402
 from whip_receiver import Session  # noqa: E402
 
 log = logging.getLogger("whep-viewer")
@@ -37,6 +42,7 @@ log = logging.getLogger("whep-viewer")
 EXIT_HTTP = 2
 EXIT_NOT_CONNECTED = 3
 EXIT_OTHER = 4
+EXIT_ANALYSIS = 5
 
 
 def emit(**event):
@@ -128,6 +134,11 @@ async def run(args):
             code = EXIT_OTHER
         finally:
             await viewer.session.close()
+    if code == 0 and viewer.session.error:
+        # A track consumer failed (whip_receiver.Session records it): what was received was
+        # not all checked, so this run is no evidence of a good stream.
+        log.error("analysis failed: %s", viewer.session.error)
+        code = EXIT_ANALYSIS
     if args.summary:
         with open(args.summary, "w") as f:
             json.dump(viewer.summary(), f, indent=1)
@@ -143,8 +154,10 @@ def main():
     p.add_argument("--leave-after", type=float)
     p.add_argument("--connect-timeout", type=float, default=20.0)
     p.add_argument("--summary", metavar="FILE")
+    whip_receiver.add_break_analysis_option(p)
     p.add_argument("-v", "--verbose", action="store_true")
     args = p.parse_args()
+    whip_receiver.BREAK_ANALYSIS = args.break_analysis
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(name)s %(message)s")
     sys.exit(asyncio.run(run(args)))

@@ -8,7 +8,8 @@ counter is read from its luma plane (Tests/Device/pattern.py); audio is
 decoded and its dominant frequency and level are measured with numpy.
 
     whip_receiver.py [--host 0.0.0.0] [--port 0] [--token T] [--summary FILE]
-                     [--status N] [--bad-fingerprint] [--vanish-after S] [-v]
+                     [--status N] [--bad-fingerprint] [--vanish-after S]
+                     [--break-analysis video|audio] [-v]
 
 The first line on stdout is the bound TCP port. Endpoints:
     POST <any path>          offer (application/sdp) -> 201, Location /resource/<id>, answer
@@ -25,6 +26,10 @@ Fault knobs:
                        sockets are closed without a word (no DTLS alert, no RTCP BYE,
                        no more ICE answers), as if the server had crashed; HTTP keeps
                        being served so that a reconnect makes a second session
+    --break-analysis K the K track's analysis fails on its tenth frame, as a real
+                       analysis error would: the session's "error" says so, and
+                       the tests must fail on it (the self-check proves they do;
+                       whep_viewer.py and janus_subscriber.py take the same knob)
 """
 import argparse
 import asyncio
@@ -51,6 +56,18 @@ log = logging.getLogger("whip-receiver")
 AUDIO_KEEP_SECONDS = 10
 # Audio frames skipped at the start of a track (decoder warm-up, encoder ramp).
 AUDIO_SKIP_FRAMES = 10
+
+# --break-analysis: the track kind ("video" or "audio") whose analysis fails on purpose.
+BREAK_ANALYSIS = None
+
+
+class BrokenOnPurpose(RuntimeError):
+    """Raised by --break-analysis in place of a real analysis error."""
+
+
+def add_break_analysis_option(parser):
+    parser.add_argument("--break-analysis", choices=["video", "audio"], metavar="KIND",
+                        help="make the KIND track's analysis fail (proves an analysis error fails the test)")
 
 
 def counter_analysis(counters):
@@ -330,6 +347,8 @@ class Session:
                 if record.first_frame_at is None:
                     record.first_frame_at = now
                 record.last_frame_at = now
+                if record.kind == BREAK_ANALYSIS and record.frames == 9:
+                    raise BrokenOnPurpose(f"{record.kind} analysis broken on purpose (--break-analysis)")
                 if record.kind == "video":
                     record.add_video(frame)
                 else:
@@ -555,8 +574,11 @@ def main(argv=None):
     p.add_argument("--vanish-after", type=float, metavar="S",
                    help="S seconds after the first connection, drop it silently")
     p.add_argument("--summary", metavar="FILE", help="write the summary JSON here on exit")
+    add_break_analysis_option(p)
     p.add_argument("-v", "--verbose", action="count", default=0)
     args = p.parse_args(argv)
+    global BREAK_ANALYSIS
+    BREAK_ANALYSIS = args.break_analysis
     logging.basicConfig(level=logging.WARNING if args.verbose == 0 else
                         logging.INFO if args.verbose == 1 else logging.DEBUG,
                         format="%(asctime)s %(name)s %(message)s", stream=sys.stderr)
