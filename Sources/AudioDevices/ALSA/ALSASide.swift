@@ -15,8 +15,6 @@ final class ALSASide: @unchecked Sendable {  // `pcm` and the buffers belong to 
     private let system: any PCMSystem
     private let logger: Logger
     private let bus: AudioBus
-    private let wake = WakeEvent()
-    private let stopRequested = Atomic<Bool>(false)
     /// How often to retry a busy device before giving up, and how long to wait between tries.
     static let busyRetries = 5
     static let busyRetryInterval: Int32 = 200
@@ -24,7 +22,7 @@ final class ALSASide: @unchecked Sendable {  // `pcm` and the buffers belong to 
     private struct State: @unchecked Sendable {  // PCMHandle is a value; the thread is joined under `stop`
         var pcm: PCMHandle?
         var configuration: PCMConfiguration?
-        var thread: DeviceThread?
+        var thread: StoppableThread?
         var statistics = AudioStatistics()
         var failure: AudioError?
         var busyRetriesUsed = 0
@@ -85,7 +83,7 @@ final class ALSASide: @unchecked Sendable {  // `pcm` and the buffers belong to 
                 if e.code == EBUSY && attempt < Self.busyRetries {
                     attempt += 1
                     state.withLock { $0.busyRetriesUsed = attempt }
-                    _ = wake.wait(milliseconds: Self.busyRetryInterval)
+                    usleep(UInt32(Self.busyRetryInterval) * 1000)   // before any thread: nothing to wake it
                     continue
                 }
                 throw Self.openError(e.code, name: name)
@@ -136,11 +134,9 @@ final class ALSASide: @unchecked Sendable {  // `pcm` and the buffers belong to 
         let started: Bool = state.withLock { s in
             guard s.thread == nil, let pcm = s.pcm, let c = s.configuration else { return false }
             s.failure = nil
-            stopRequested.store(false, ordering: .sequentiallyConsistent)
-            wake.drain()
             let job = Job(pcm: pcm, configuration: c)
-            s.thread = DeviceThread(name: direction == .capture ? "camagent-mic" : "camagent-spk") { [self] in
-                if direction == .capture { captureLoop(job) } else { renderLoop(job) }
+            s.thread = StoppableThread(name: direction == .capture ? "camagent-mic" : "camagent-spk") { [self] signal in
+                if direction == .capture { captureLoop(job, signal) } else { renderLoop(job, signal) }
             }
             return true
         }
@@ -148,14 +144,12 @@ final class ALSASide: @unchecked Sendable {  // `pcm` and the buffers belong to 
     }
 
     func stop() {
-        let thread: DeviceThread? = state.withLock { s in
+        let thread: StoppableThread? = state.withLock { s in
             defer { s.thread = nil }
             return s.thread
         }
         guard let thread else { return }
-        stopRequested.store(true, ordering: .sequentiallyConsistent)
-        wake.signal()
-        if !thread.isCurrent { thread.join() }
+        thread.stop()
         if let pcm = state.withLock({ $0.pcm }) {
             system.drop(pcm)
             // Prepared again so a later start works.
@@ -221,7 +215,7 @@ final class ALSASide: @unchecked Sendable {  // `pcm` and the buffers belong to 
         }
     }
 
-    private func captureLoop(_ job: Job) {
+    private func captureLoop(_ job: Job, _ signal: StopSignal) {
         let format = job.configuration.format
         let channels = format.channels
         let chunkFrames = format.framesPerChunk
@@ -242,8 +236,8 @@ final class ALSASide: @unchecked Sendable {  // `pcm` and the buffers belong to 
             fail(Self.streamError(-r, name: name, operation: "snd_pcm_start"))
             return
         }
-        while !stopRequested.load(ordering: .relaxed) {
-            switch system.wait(job.pcm, wakeFD: wake.fd, timeoutMilliseconds: 500) {
+        while !signal.isStopRequested {
+            switch system.wait(job.pcm, wakeFD: signal.event.fd, timeoutMilliseconds: 500) {
             case .woken, .timedOut:
                 continue
             case .ready, .error:
@@ -304,18 +298,18 @@ final class ALSASide: @unchecked Sendable {  // `pcm` and the buffers belong to 
             if !stalled {
                 stalled = true
                 // Test hook: stop reading so the card overruns (see --debug-stall-ms).
-                _ = wake.wait(milliseconds: Int32(stallOnceMilliseconds))
+                signal.wait(milliseconds: Int32(stallOnceMilliseconds))
             }
         }
     }
 
-    private func renderLoop(_ job: Job) {
+    private func renderLoop(_ job: Job, _ signal: StopSignal) {
         let format = job.configuration.format
         let chunkFrames = format.framesPerChunk
         var pending = 0      // frames of the current chunk not yet written
         var written = 0
         var firstAt: MonotonicTimestamp?
-        while !stopRequested.load(ordering: .relaxed) {
+        while !signal.isStopRequested {
             if pending == 0 {
                 if !bus.readRenderChunk(into: job.chunk) {
                     state.withLock { $0.statistics.silenceInserted += 1 }
@@ -325,7 +319,7 @@ final class ALSASide: @unchecked Sendable {  // `pcm` and the buffers belong to 
             }
             let n = system.write(job.pcm, from: job.chunk.baseAddress! + written * format.channels, frames: pending)
             if n == -Int(EAGAIN) || n == 0 {
-                switch system.wait(job.pcm, wakeFD: wake.fd, timeoutMilliseconds: 500) {
+                switch system.wait(job.pcm, wakeFD: signal.event.fd, timeoutMilliseconds: 500) {
                 case .ready, .timedOut, .woken: continue
                 case .error:
                     let again = system.write(job.pcm, from: job.chunk.baseAddress! + written * format.channels, frames: pending)

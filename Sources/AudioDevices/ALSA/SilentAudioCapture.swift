@@ -44,8 +44,7 @@ public final class SilentAudioCapture: AudioDevice {
         let format: AudioFormat
         let bus: AudioBus
         let tone: (frequency: Double, level: Double)?
-        let wake = WakeEvent()
-        private let lock = Synchronization.Mutex<(thread: DeviceThread?, stats: AudioStatistics, stop: Bool)>((nil, AudioStatistics(), false))
+        private let lock = Synchronization.Mutex<(thread: StoppableThread?, stats: AudioStatistics)>((nil, AudioStatistics()))
 
         init(format: AudioFormat, bus: AudioBus, tone: (Double, Double)?) {
             self.format = format
@@ -59,19 +58,16 @@ public final class SilentAudioCapture: AudioDevice {
         func start() {
             lock.withLock { s in
                 guard s.thread == nil else { return }
-                s.stop = false
-                s.thread = DeviceThread(name: "camagent-silence") { [self] in run() }
+                s.thread = StoppableThread(name: "camagent-silence") { [self] signal in run(signal) }
             }
         }
 
         func stop() {
-            let t: DeviceThread? = lock.withLock { s in
-                s.stop = true
+            let t: StoppableThread? = lock.withLock { s in
                 defer { s.thread = nil }
                 return s.thread
             }
-            wake.signal()
-            if let t, !t.isCurrent { t.join() }
+            t?.stop()
         }
 
         /// One chunk of the sine, the same value on every channel; phase from
@@ -87,16 +83,16 @@ public final class SilentAudioCapture: AudioDevice {
             }
         }
 
-        private func run() {
+        private func run(_ signal: StopSignal) {
             let samples = UnsafeMutableBufferPointer<Int16>.allocate(capacity: format.samplesPerChunk)
             samples.initialize(repeating: 0)
             defer { samples.deallocate() }
             let start = MonotonicTimestamp.now()
             var index: Int64 = 0
-            while !lock.withLock({ $0.stop }) {
+            while !signal.isStopRequested {
                 let due = start + .milliseconds(10 * index)
                 let wait = (due - MonotonicTimestamp.now()).milliseconds
-                if wait > 0 { _ = wake.wait(milliseconds: Int32(wait.rounded(.up))); continue }
+                if wait > 0 { signal.wait(milliseconds: Int32(wait.rounded(.up))); continue }
                 if let tone { fillTone(samples, tone, firstFrame: index * Int64(format.framesPerChunk)) }
                 bus.deliverCaptured(AudioChunk(timestamp: due, format: format, samples: UnsafeBufferPointer(samples)))
                 index += 1

@@ -14,13 +14,11 @@ public final class TestPatternCapture: VideoCapture {
     private let orientation: VideoOrientation
     private let logger: Logger
     private let recorder = CaptureStatisticsRecorder()
-    private let wake = WakeEvent()
-    private let stopRequested = Atomic<Bool>(false)
 
     private struct Control: @unchecked Sendable {  // renderer/pool: used by one capture thread at a time
         var consumer: (any VideoCaptureConsumer)?
         var settings: CaptureSettings?
-        var thread: DeviceThread?
+        var thread: StoppableThread?
         var nextCounter: UInt32 = 0
     }
     private let control = Mutex(Control())
@@ -50,27 +48,22 @@ public final class TestPatternCapture: VideoCapture {
         if needsInit { try initialize() }
         control.withLock { c in
             guard c.thread == nil else { return }
-            stopRequested.store(false, ordering: .sequentiallyConsistent)
-            wake.drain()
             let job = PatternJob(renderer: TestPatternRenderer(width: size.width, height: size.height),
                                  pool: VideoFramePool(count: 4, maxWidth: size.width, maxHeight: size.height),
                                  firstCounter: c.nextCounter)
-            c.thread = DeviceThread(name: "camagent-pattern") { [self] in
-                let next = run(job)
+            c.thread = StoppableThread(name: "camagent-pattern") { [self] signal in
+                let next = run(job, signal)
                 control.withLock { $0.nextCounter = next }
             }
         }
     }
 
     public func stop() {
-        let thread: DeviceThread? = control.withLock { c in
+        let thread: StoppableThread? = control.withLock { c in
             defer { c.thread = nil }
             return c.thread
         }
-        guard let thread else { return }
-        stopRequested.store(true, ordering: .sequentiallyConsistent)
-        wake.signal()
-        if !thread.isCurrent { thread.join() }
+        thread?.stop()
     }
 
     public func release() { stop() }
@@ -96,16 +89,16 @@ public final class TestPatternCapture: VideoCapture {
     }
 
     /// Draws frames until stopped; returns the next counter so a restart continues the count.
-    private func run(_ job: PatternJob) -> UInt32 {
+    private func run(_ job: PatternJob, _ signal: StopSignal) -> UInt32 {
         let interval = Int64(1e9 / framesPerSecond)
         let start = MonotonicTimestamp.now()
         var counter = job.firstCounter
         var index: Int64 = 0
-        while !stopRequested.load(ordering: .relaxed) {
+        while !signal.isStopRequested {
             let due = MonotonicTimestamp(nanoseconds: start.nanoseconds + index * interval)
             let wait = due.nanoseconds - MonotonicTimestamp.now().nanoseconds
             if wait > 0 {
-                if wake.wait(milliseconds: Int32(min((wait + 999_999) / 1_000_000, 1000))) { continue }
+                if signal.wait(milliseconds: Int32(min((wait + 999_999) / 1_000_000, 1000))) { continue }
                 if MonotonicTimestamp.now() < due { continue }
             }
             index += 1

@@ -16,14 +16,12 @@ public final class V4L2VideoCapture: VideoCapture {
     private let kernel: any V4L2Kernel
     private let logger: Logger
     private let recorder = CaptureStatisticsRecorder()
-    private let wake = WakeEvent()
-    private let stopRequested = Atomic<Bool>(false)
 
     private struct Control: @unchecked Sendable {  // StreamSession: see its ownership note
         var consumer: (any VideoCaptureConsumer)?
         var settings: CaptureSettings?
         var session: StreamSession?
-        var thread: DeviceThread?
+        var thread: StoppableThread?
         var started = false
         var failure: CaptureError?
     }
@@ -77,11 +75,9 @@ public final class V4L2VideoCapture: VideoCapture {
             c.settings = session.settings
             c.started = true
             c.failure = nil
-            stopRequested.store(false, ordering: .sequentiallyConsistent)
-            wake.drain()
             let handoff = SessionHandoff(session)
-            c.thread = DeviceThread(name: "camagent-v4l2") { [self] in
-                let kept = captureLoop(handoff)
+            c.thread = StoppableThread(name: "camagent-v4l2") { [self] signal in
+                let kept = captureLoop(handoff, signal)
                 control.withLock { c in
                     c.session = kept
                     c.started = false
@@ -93,18 +89,13 @@ public final class V4L2VideoCapture: VideoCapture {
     }
 
     public func stop() {
-        let thread: DeviceThread? = control.withLock { c in
-            let t = c.thread
-            c.thread = nil
-            return t
+        let thread: StoppableThread? = control.withLock { c in
+            defer { c.thread = nil }
+            return c.thread
         }
-        guard let thread else { return }
-        stopRequested.store(true, ordering: .sequentiallyConsistent)
-        wake.signal()
-        if thread.isCurrent {
-            return  // called from the consumer callback: the loop ends on its own
-        }
-        thread.join()
+        // From the consumer callback (the capture thread itself) this only asks:
+        // the loop ends on its own.
+        thread?.stop()
     }
 
     public func release() {
@@ -145,13 +136,13 @@ public final class V4L2VideoCapture: VideoCapture {
     }
 
     /// Runs until stopped or failed; returns the session if it can be reused.
-    private func captureLoop(_ handoff: SessionHandoff) -> StreamSession? {
+    private func captureLoop(_ handoff: SessionHandoff, _ signal: StopSignal) -> StreamSession? {
         var current = handoff.take()
         var lost: (identity: V4L2Capabilities, at: MonotonicTimestamp)?
         var state = LoopState(lastFrameAt: .now(), governor: newGovernor(granted: current?.grantedRate ?? 0))
-        while !stopRequested.load(ordering: .relaxed) {
+        while !signal.isStopRequested {
             if let gone = lost {
-                guard let reopened = waitForDevice(like: gone.identity) else { return nil }  // stopped while waiting
+                guard let reopened = waitForDevice(like: gone.identity, signal) else { return nil }  // stopped while waiting
                 current = reopened
                 lost = nil
                 recorder.update { $0.reconnects += 1 }
@@ -161,7 +152,7 @@ public final class V4L2VideoCapture: VideoCapture {
                 continue
             }
             guard let session = current else { return nil }
-            let outcome = captureStep(session, &state)
+            let outcome = captureStep(session, &state, signal)
             guard case .failure(let error) = outcome else { continue }
 
             session.stopStreaming()
@@ -190,7 +181,8 @@ public final class V4L2VideoCapture: VideoCapture {
     }
 
     /// One wait and whatever it brought. `.success` to go on.
-    private func captureStep(_ session: StreamSession, _ state: inout LoopState) -> Result<Void, CaptureError> {
+    private func captureStep(_ session: StreamSession, _ state: inout LoopState,
+                             _ signal: StopSignal) -> Result<Void, CaptureError> {
         let fd = session.device.fd
         let now = MonotonicTimestamp.now()
         let silentFor = now - state.lastFrameAt
@@ -202,11 +194,11 @@ public final class V4L2VideoCapture: VideoCapture {
 
         let polled: V4L2PollResult
         do {
-            polled = try kernel.poll(fd, wakeFD: wake.fd, timeoutMilliseconds: waitMs)
+            polled = try kernel.poll(fd, wakeFD: signal.event.fd, timeoutMilliseconds: waitMs)
         } catch {
             return .failure(session.device.error(error, during: "poll"))
         }
-        if polled.woken { wake.drain() }
+        if polled.woken { signal.event.drain() }
         guard polled.deviceReadable || polled.deviceError else {
             return governorTick(session, &state, delivered: false)
         }
@@ -390,9 +382,9 @@ public final class V4L2VideoCapture: VideoCapture {
 
     /// Waits until a device with the lost one's identity (bus info and driver)
     /// is back, then reopens, renegotiates and restarts it. nil if stopped first.
-    private func waitForDevice(like identity: V4L2Capabilities) -> StreamSession? {
+    private func waitForDevice(like identity: V4L2Capabilities, _ signal: StopSignal) -> StreamSession? {
         var lastError: CaptureError?
-        while !stopRequested.load(ordering: .relaxed) {
+        while !signal.isStopRequested {
             for path in DeviceDiscovery.candidatePaths(preferring: name) {
                 guard let candidate = try? V4L2Device.open(path: path, kernel: kernel) else { continue }
                 let caps = candidate.capabilities
@@ -413,7 +405,7 @@ public final class V4L2VideoCapture: VideoCapture {
                 }
             }
             let ms = Int32(options.reconnectInterval.milliseconds)
-            _ = wake.wait(milliseconds: ms)
+            signal.wait(milliseconds: ms)
         }
         return nil
     }
