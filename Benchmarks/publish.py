@@ -16,6 +16,12 @@ the long run's. Latency, capture to decoded: each decoded frame's RTP time is
 put on the sender's wall clock with the sender's RTCP sender report and
 compared with the frame's arrival at the receiver's decoder output (same
 host, same clock); see BENCHMARKS.md for what it includes.
+
+Beside them, in the same run, camagent's encoder alone on the same pictures
+(the same test pattern at the same size and bitrate, `camagent bench
+--encode`, timed in-process over the encoding loop on pre-drawn frames): the
+publish path's cost over its encoder is everything around it (capture
+thread, handoff, packetizing, pacing, SRTP, sockets, RTCP).
 """
 import json
 import os
@@ -120,6 +126,12 @@ def measure_all(out_path):
             results["publishers"][name] = measure_publisher(net, workdir, name, vp8_threads)
     finally:
         net.cleanup()
+    results["encoders_alone"] = {}
+    for codec, name in (("vp8", "camagent VP8"), ("h264", "camagent H.264")):
+        bench.log(f"encoder alone, same pictures: {name}")
+        runs = sorted((bench.encode_once(codec, bench.ENCODE_LONG, size=SIZE)["cpuMillisecondsPerFrame"]
+                       for _ in range(bench.REPEATS)))
+        results["encoders_alone"][name] = {"cpu_ms": runs[len(runs) // 2], "cpu_ms_runs": runs}
     with open(out_path, "w") as f:
         json.dump(results, f, indent=1)
     print(report(results))
@@ -134,16 +146,20 @@ def report(results):
     lines = [f"Publish path, {results['size']} @ {results['fps']} fps, {results['bitrate_kbps']} kbit/s target, "
              f"to the same aiortc receiver (host), VP8 on {results.get('vp8_threads', 2)} thread(s) in both, "
              "CPU per frame (user+sys) and ratio camagent / GStreamer",
-             "| publisher | ms / frame | camagent / GStreamer | allocs/frame | peak RSS MiB | decoded fps | "
-             "kbit/s | max counter gap | latency p50 / p99 ms |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| publisher | ms / frame | camagent / GStreamer | encoder alone ms / frame | path / encoder | "
+             "allocs/frame | peak RSS MiB | decoded fps | kbit/s | max counter gap | latency p50 / p99 ms |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    alone = results.get("encoders_alone", {})
     for name, r in p.items():
         codec = name.split(" ", 1)[1]
         other = p.get(f"GStreamer {codec}") if name.startswith("camagent") else None
         ratio = f"**{r['cpu_ms'] / other['cpu_ms']:.2f}**" if other and other["cpu_ms"] else ""
         gap = r["maxGap"]
         latency = f"{fmt(r['latency_p50'], 0)} / {fmt(r['latency_p99'], 0)}"
-        lines.append(f"| {name} | {fmt(r['cpu_ms'])} | {ratio} | {fmt(r['allocs'], 1)} | {fmt(r['rss_mib'], 0)} | "
+        encoder = alone.get(name, {}).get("cpu_ms")
+        over = f"**{r['cpu_ms'] / encoder:.2f}**" if encoder else ""
+        lines.append(f"| {name} | {fmt(r['cpu_ms'])} | {ratio} | {fmt(encoder)} | {over} | "
+                     f"{fmt(r['allocs'], 1)} | {fmt(r['rss_mib'], 0)} | "
                      f"{fmt(r['fps'], 1)} | {fmt(r['kbps'], 0)} | {gap} | {latency} |")
     return "\n".join(lines)
 
