@@ -129,7 +129,7 @@ let package = Package(
         .target(
             name: "Publisher",
             dependencies: [
-                "MediaTypes", "PixelConversion", "AudioDevices", "Encoders", "RTP", "Networking", "ICE", "SDP", "SecureTransport", "WHIP",
+                "MediaTypes", "PixelConversion", "AudioDevices", "Encoders", "RTP", "Networking", "ICE", "SDP", "SecureTransport",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -3,7 +3,6 @@ import Encoders
 import MediaTypes
 import Networking
 import SDP
-import WHIP
 
 public enum VideoCodec: String, Sendable, Codable, CaseIterable {
     case vp8, h264
@@ -50,8 +49,8 @@ public enum PublisherState: String, Sendable, Codable {
 }
 
 public enum PublisherError: Error, Hashable, Sendable, CustomStringConvertible {
-    /// The signaling server (WHIP) failed or refused.
-    case signaling(WHIPError)
+    /// The signalling server (WHIP, a session router) failed or refused.
+    case signaling(SignalingError)
     /// The server's answer cannot be used.
     case badAnswer(String)
     /// ICE, DTLS or SRTP did not come up, or the peer went away.

@@ -480,11 +480,11 @@ extension ExitCodes {
     static func code(for error: PublisherError) -> Int32 {
         switch error {
         case .signaling(let e):
-            switch e {
-            case .badURL: usage
-            case .unreachable, .refused, .timedOut, .tls: serverUnreachable
+            switch e.kind {
+            case .badAddress: usage
+            case .unreachable: serverUnreachable
             case .unauthorized: unauthorized
-            case .notFound, .rejected, .serverError, .badResponse: serverRefused
+            case .refused: serverRefused
             }
         case .badAnswer: serverRefused
         case .connection: connectionFailed
