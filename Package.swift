@@ -81,7 +81,7 @@ let package = Package(
         ),
 
         // MARK: Swift libraries by concern
-        // Frames, formats, clocks and the OpenTok-shaped capture protocols.
+        // Frames, formats, clocks, the audio bus and the OpenTok-shaped capture protocols (video and audio).
         .target(name: "MediaTypes", dependencies: ["CLinux"]),
         // Pixel conversion to and from NV12 (libyuv, libjpeg-turbo), test-pattern drawing.
         .target(name: "PixelConversion", dependencies: ["MediaTypes", "CYUV", "CTurboJPEG"]),
@@ -129,7 +129,7 @@ let package = Package(
         .target(
             name: "Publisher",
             dependencies: [
-                "MediaTypes", "PixelConversion", "AudioDevices", "Encoders", "RTP", "Networking", "ICE", "SDP", "SecureTransport",
+                "MediaTypes", "PixelConversion", "Encoders", "RTP", "Networking", "ICE", "SDP", "SecureTransport",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -1,4 +1,5 @@
 import Logging
+import MediaTypes
 
 /// Picks the capture device the user asked for.
 public enum AudioCaptureChoice {

@@ -1,4 +1,3 @@
-import AudioDevices
 import Encoders
 import MediaTypes
 import Networking

@@ -1,3 +1,5 @@
+import MediaTypes
+
 /// What a PCM was configured to.
 struct PCMConfiguration: Hashable, Sendable {
     var format: AudioFormat

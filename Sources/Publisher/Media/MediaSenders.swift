@@ -117,7 +117,7 @@ final class MediaSenders: Sendable {
     func takeNextPacket(now: Double, into buffer: inout [UInt8]) -> Bool {
         state.withLock { s in
             while let item = s.pacer.next(now: now) {
-                let found = s.streams[item.stream].history.withPacket(item.sequence) { packet in
+                let found: Void? = s.streams[item.stream].history.withPacket(item.sequence) { packet in
                     buffer.removeAll(keepingCapacity: true)
                     buffer.append(contentsOf: packet)
                 }

@@ -1,4 +1,3 @@
-import MediaTypes
 
 /// Signed 16-bit little-endian PCM at a rate and channel count: the one
 /// sample format camagent moves (OpenTok's audio device uses the same).
@@ -55,6 +54,17 @@ public struct AudioSettings: Hashable, Sendable, Codable {
     public var bufferFrames: Int
     /// True when the rate differs from the one asked for (reported, never hidden).
     public var rateChanged: Bool { requested.sampleRate != format.sampleRate }
+
+    /// Made by the audio drivers of this package (what a driver negotiated).
+    package init(device: String, direction: AudioDirection, requested: AudioFormat, format: AudioFormat,
+                 periodFrames: Int, bufferFrames: Int) {
+        self.device = device
+        self.direction = direction
+        self.requested = requested
+        self.format = format
+        self.periodFrames = periodFrames
+        self.bufferFrames = bufferFrames
+    }
 }
 
 /// Counters an audio side keeps.
@@ -88,6 +98,13 @@ public struct AudioChunk {
     public var format: AudioFormat
     /// Interleaved S16 samples (`format.samplesPerChunk` of them).
     public var samples: UnsafeBufferPointer<Int16>
+
+    /// Made by the audio drivers of this package, over their own buffer.
+    package init(timestamp: MonotonicTimestamp, format: AudioFormat, samples: UnsafeBufferPointer<Int16>) {
+        self.timestamp = timestamp
+        self.format = format
+        self.samples = samples
+    }
 }
 
 /// Receives captured chunks on the capture thread (return quickly; copy what you keep).

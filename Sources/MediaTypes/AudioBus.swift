@@ -1,4 +1,3 @@
-import MediaTypes
 import Synchronization
 
 /// Where audio meets the rest of the agent (OpenTok's audio bus): the capture
@@ -38,11 +37,11 @@ public final class AudioBus: Sendable {
     public func setCaptureConsumer(_ c: (any AudioCaptureConsumer)?) { consumer.withLock { $0 = c } }
 
     /// Capture side: hands a chunk to the consumer.
-    func deliverCaptured(_ chunk: AudioChunk) {
+    package func deliverCaptured(_ chunk: AudioChunk) {
         consumer.withLock { $0 }?.consume(chunk)
     }
 
-    func captureEvent(_ event: AudioEvent) {
+    package func captureEvent(_ event: AudioEvent) {
         consumer.withLock { $0 }?.audioEvent(event)
     }
 
@@ -72,7 +71,7 @@ public final class AudioBus: Sendable {
     }
 
     /// Render side: the next chunk into `destination`; silence when none is queued (returns false).
-    func readRenderChunk(into destination: UnsafeMutableBufferPointer<Int16>) -> Bool {
+    package func readRenderChunk(into destination: UnsafeMutableBufferPointer<Int16>) -> Bool {
         let ring = render
         return ring.lock.withLock { _ in
             guard ring.count > 0 else {
