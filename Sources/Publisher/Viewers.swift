@@ -58,8 +58,6 @@ final class ViewerSessions: Sendable {
         self.onEvent = onEvent
     }
 
-    var count: Int { sessions.withLock { $0.count } }
-
     /// Takes a place under the viewer limit, or says there is none.
     private func takePlace() throws(ViewerError) {
         let ok = places.withLock { taken in

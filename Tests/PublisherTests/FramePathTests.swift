@@ -4,6 +4,7 @@ import MediaTypes
 @testable import Publisher
 import RTP
 import SecureTransport
+import Synchronization
 import TestSupport
 import Testing
 
@@ -137,7 +138,6 @@ struct FramePathTests {
     }
 }
 
-import Synchronization
 
 /// A capturer the test drives by hand: frames and events on the test's thread.
 final class ScriptedCapture: VideoCapture, @unchecked Sendable {   // driven by one test at a time
