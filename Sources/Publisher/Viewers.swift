@@ -73,7 +73,9 @@ final class ViewerSessions: Sendable {
 
     /// Answers a viewer's offer and starts its connection; the answer lists
     /// the viewer's sections in order, ours sendonly, the rest rejected.
-    func add(offer text: String, offerable: Offerable) throws(ViewerError) -> (id: String, answer: String) {
+    /// `id` names the viewer (the router's subscriber id); by default a random one.
+    func add(offer text: String, offerable: Offerable, id chosenID: String? = nil) throws(ViewerError)
+        -> (id: String, answer: String) {
         let offer: ViewerOffer
         do { offer = try ViewerOffer(try SessionDescription(parsing: text)) } catch { throw .badOffer(error.description) }
         guard offer.fingerprintAlgorithm == "sha-256" else {
@@ -96,7 +98,7 @@ final class ViewerSessions: Sendable {
         let media = hub.makeSenders(tracks.map { ($0.kind, $0.codec.payloadType) })
         media.negotiated(payloadTypes: [:], videoOrientationExtensionID: orientationID)
         let kinds = Set(tracks.map(\.kind))
-        let id = Self.makeID()
+        let id = chosenID ?? Self.makeID()
         let transport: PeerTransport
         do {
             transport = try PeerTransport(

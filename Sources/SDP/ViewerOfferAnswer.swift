@@ -1,7 +1,8 @@
-/// The answering side of WHEP: a viewer (browser, aiortc) offers to receive,
-/// the agent answers as an ICE-lite, send-only peer. Unlike the publisher's
-/// offer, the sections, their mids and order, and the payload types are the
-/// viewer's: the answer mirrors them.
+/// The answering side of WHEP and of the router's WHIP: a viewer (browser,
+/// aiortc) offers to receive and the agent answers as an ICE-lite, send-only
+/// peer; a publisher into the router offers to send and the router answers
+/// receive-only. Unlike the agent's own offer, the sections, their mids and
+/// order, and the payload types are the offerer's: the answer mirrors them.
 public struct ViewerOffer: Hashable, Sendable {
     public struct Section: Hashable, Sendable {
         public var kind: String
@@ -16,6 +17,10 @@ public struct ViewerOffer: Hashable, Sendable {
         /// An audio or video section the viewer receives on (recvonly or sendrecv).
         public var wantsMedia: Bool {
             (kind == "audio" || kind == "video") && (direction == "recvonly" || direction == "sendrecv")
+        }
+        /// An audio or video section the offerer sends on (sendonly or sendrecv).
+        public var sendsMedia: Bool {
+            (kind == "audio" || kind == "video") && (direction == "sendonly" || direction == "sendrecv")
         }
     }
 
@@ -55,10 +60,11 @@ public struct ViewerOffer: Hashable, Sendable {
         }
     }
 
-    /// The first section of `kind` that wants media, with the codec of the
-    /// viewer's (in its payload type) that matches `ours`.
-    public func accepting(_ kind: String, codec ours: CodecDescription) -> (index: Int, codec: CodecDescription)? {
-        for (index, s) in sections.enumerated() where s.kind == kind && s.wantsMedia {
+    /// The first section of `kind` that wants media (or, `receiving`, that
+    /// sends media), with the offerer's codec (in its payload type) that matches `ours`.
+    public func accepting(_ kind: String, codec ours: CodecDescription, receiving: Bool = false)
+        -> (index: Int, codec: CodecDescription)? {
+        for (index, s) in sections.enumerated() where s.kind == kind && (receiving ? s.sendsMedia : s.wantsMedia) {
             guard let theirs = s.codecs.first(where: { ours.matches($0) }) else { return nil }
             var codec = ours
             codec.payloadType = theirs.payloadType
@@ -95,9 +101,13 @@ public struct ViewerAnswer: Sendable {
     public var tracks: [Track]
     public var cname: String
     public var streamID: String
+    /// sendonly towards a viewer; recvonly towards a publisher into the
+    /// router (no SSRC or msid of ours then: nothing is sent).
+    public var direction: String
 
     public init(iceUfrag: String, icePwd: String, fingerprint: String, setup: String, candidates: [ICECandidate],
-                tracks: [Track], cname: String, streamID: String = "camagent") {
+                tracks: [Track], cname: String, streamID: String = "camagent", direction: String = "sendonly") {
+        self.direction = direction
         self.iceUfrag = iceUfrag
         self.icePwd = icePwd
         self.fingerprint = fingerprint
@@ -113,7 +123,7 @@ public struct ViewerAnswer: Sendable {
     public static func setup(answering theirs: String) -> String { theirs == "passive" ? "active" : "passive" }
 
     /// The answer: every offered section in order, those we send on with
-    /// sendonly and one codec, the others rejected (port 0); ICE-lite, one
+    /// `direction` and one codec, the others rejected (port 0); ICE-lite, one
     /// BUNDLE transport, rtcp-mux, all candidates.
     public func sessionDescription(answering offer: ViewerOffer, sessionID: UInt64) -> SessionDescription {
         // In the offer's order: the first mid is the BUNDLE tag, and it must be the offerer's (JSEP).
@@ -143,16 +153,18 @@ public struct ViewerAnswer: Sendable {
                 SDPAttribute("fingerprint", "sha-256 \(fingerprint)"), SDPAttribute("setup", setup),
             ]
             if let mid = section.mid { m.attributes.append(SDPAttribute("mid", mid)) }
-            m.attributes += [
-                SDPAttribute("sendonly"),
-                SDPAttribute("msid", "\(streamID) \(streamID)-\(section.kind)"), SDPAttribute("rtcp-mux"),
-            ]
+            let sending = direction != "recvonly"
+            m.attributes.append(SDPAttribute(direction))
+            if sending { m.attributes.append(SDPAttribute("msid", "\(streamID) \(streamID)-\(section.kind)")) }
+            m.attributes.append(SDPAttribute("rtcp-mux"))
             m.add(track.codec)
             if let id = track.videoOrientationExtensionID {
                 m.attributes.append(HeaderExtensions.attribute(id: id, uri: HeaderExtensions.videoOrientation))
             }
-            m.attributes.append(SDPAttribute("ssrc", "\(track.ssrc) cname:\(cname)"))
-            m.attributes.append(SDPAttribute("ssrc", "\(track.ssrc) msid:\(streamID) \(streamID)-\(section.kind)"))
+            if sending {
+                m.attributes.append(SDPAttribute("ssrc", "\(track.ssrc) cname:\(cname)"))
+                m.attributes.append(SDPAttribute("ssrc", "\(track.ssrc) msid:\(streamID) \(streamID)-\(section.kind)"))
+            }
             for c in candidates { m.attributes.append(SDPAttribute("candidate", c.attributeValue)) }
             m.attributes.append(SDPAttribute("end-of-candidates"))
             session.media.append(m)

@@ -152,3 +152,54 @@ struct H264PayloadTests {
         }
     }
 }
+
+@Suite("Reading packets in place (RTPPacketView, KeyframeInspection)")
+struct RTPPacketViewTests {
+    @Test func theViewAgreesWithTheFullParseWithExtensionCSRCAndPadding() throws {
+        var header = RTPHeader(payloadType: 96, sequenceNumber: 65535, timestamp: 0xdead_beef, ssrc: 42, marker: true)
+        header.csrcs = [7, 8]
+        header.oneByteExtension = OneByteExtension(id: 3, value: 1)
+        header.paddingLength = 4
+        var bytes: [UInt8] = []
+        header.write(to: &bytes)
+        let payloadStart = bytes.count
+        bytes += [1, 2, 3, 4, 5]
+        // Padding goes last: three zero bytes and the count.
+        var padded = Array(bytes)
+        padded[0] |= 0x20
+        padded += [0, 0, 0, 4]
+        let view = try RTPPacketView(parsing: padded[...])
+        let full = try RTPPacket(parsing: padded[...])
+        #expect(view.payloadType == 96 && view.marker && view.sequenceNumber == 65535)
+        #expect(view.timestamp == 0xdead_beef && view.ssrc == 42)
+        #expect(Array(padded[view.payload]) == [1, 2, 3, 4, 5])
+        #expect(Array(full.payload) == Array(padded[view.payload]))
+        #expect(view.payload.lowerBound == payloadStart)
+    }
+
+    @Test func truncatedPacketsAreErrors() {
+        #expect(throws: RTPError.self) { try RTPPacketView(parsing: [0x80, 0x60, 0, 1][...]) }
+        // Says it has an extension of 100 words that is not there.
+        var short: [UInt8] = [0x90, 0x60, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0xbe, 0xde, 0, 100]
+        short += [0, 0, 0, 0]
+        #expect(throws: RTPError.self) { try RTPPacketView(parsing: short[...]) }
+    }
+
+    @Test func vp8KeyframesAreToldFromInterframesWithTheirSize() {
+        let key: [UInt8] = [0x10, 0x00, 0x00, 0x00, 0x9d, 0x01, 0x2a, 0x80, 0x02, 0xe0, 0x01]
+        let inter: [UInt8] = [0x10, 0x01, 0x00, 0x00]
+        let middle: [UInt8] = [0x00, 0x55, 0x55]
+        let k = KeyframeInspection.vp8(key[...])
+        #expect(k?.isKeyframe == true && k?.width == 640 && k?.height == 480)
+        #expect(KeyframeInspection.vp8(inter[...])?.isKeyframe == false)
+        #expect(KeyframeInspection.vp8(middle[...]) == nil)
+    }
+
+    @Test func h264KeyframeStartsAreFoundInEachPacketisation() {
+        #expect(KeyframeInspection.h264StartsKeyframe([0x65, 0x88][...]))                          // IDR slice
+        #expect(KeyframeInspection.h264StartsKeyframe([0x18, 0x00, 0x02, 0x67, 0x42, 0x00, 0x01, 0x68][...]))  // STAP-A with SPS
+        #expect(KeyframeInspection.h264StartsKeyframe([0x7c, 0x85, 0x88][...]))                    // FU-A start of IDR
+        #expect(!KeyframeInspection.h264StartsKeyframe([0x7c, 0x05, 0x88][...]))                   // FU-A middle
+        #expect(!KeyframeInspection.h264StartsKeyframe([0x41, 0x9a][...]))                         // non-IDR slice
+    }
+}

@@ -136,4 +136,24 @@ struct ViewerOfferAnswerTests {
         let sdp = try SessionDescription(parsing: text)
         #expect(throws: SDPError.self, "\(name)") { try ViewerOffer(sdp) }
     }
+
+    /// The router's side of WHIP: a publisher offers to send; the answer
+    /// receives what it forwards and says nothing of SSRCs of its own.
+    @Test func aPublishersOfferIsAnsweredReceiveOnly() throws {
+        let sending = Self.browserOffer.replacingOccurrences(of: "a=recvonly", with: "a=sendonly")
+        let offer = try ViewerOffer(try SessionDescription(parsing: sending))
+        #expect(offer.accepting("video", codec: .vp8) == nil)   // it wants nothing
+        let video = try #require(offer.accepting("video", codec: .vp8, receiving: true))
+        let audio = try #require(offer.accepting("audio", codec: .opus, receiving: true))
+        #expect(video.codec.payloadType == 96 && audio.codec.payloadType == 111)
+        let answer = ViewerAnswer(
+            iceUfrag: "srv1", icePwd: "serverpasswordserverpass", fingerprint: "AA:BB", setup: "passive",
+            candidates: [], tracks: [.init(sectionIndex: video.index, codec: video.codec, ssrc: 0),
+                                     .init(sectionIndex: audio.index, codec: audio.codec, ssrc: 0)],
+            cname: "router", streamID: "s1", direction: "recvonly")
+        let parsed = answer.sessionDescription(answering: offer, sessionID: 9)
+        #expect(parsed.media.map(\.direction) == ["recvonly", "recvonly", "inactive"])
+        #expect(parsed.media.allSatisfy { $0.values("ssrc").isEmpty && $0.values("msid").isEmpty })
+        #expect(parsed.media[0].codecs.map(\.name) == ["VP8"])
+    }
 }

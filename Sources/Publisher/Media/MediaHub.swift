@@ -86,11 +86,15 @@ final class MediaHub: Sendable {
                               orientationAsMetadata: builder.allTakeOrientation)
     }
 
-    /// Hands one frame's payloads to every connection.
-    func send(_ batch: PayloadBatch, kind: MediaKind, rtpTimestamp: UInt32, isKeyframe: Bool, orientation: UInt8 = 0) {
+    /// Hands one frame's payloads to every connection; returns how many queued
+    /// it (a connection not sending this kind, or waiting for a keyframe, does not).
+    @discardableResult
+    func send(_ batch: PayloadBatch, kind: MediaKind, rtpTimestamp: UInt32, isKeyframe: Bool, orientation: UInt8 = 0) -> Int {
         let list = connections.withLock { $0 }
-        for c in list {
-            c.send(batch, kind: kind, rtpTimestamp: rtpTimestamp, isKeyframe: isKeyframe, orientation: orientation)
+        var queued = 0
+        for c in list where c.send(batch, kind: kind, rtpTimestamp: rtpTimestamp, isKeyframe: isKeyframe, orientation: orientation) {
+            queued += 1
         }
+        return queued
     }
 }

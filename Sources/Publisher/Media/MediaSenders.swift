@@ -85,9 +85,10 @@ final class MediaSenders: Sendable {
     /// Queues one frame's payloads on this connection's stream of `kind`.
     /// Video waits for a keyframe after (re)connecting: frames the receiver
     /// could not decode are not sent at all. `orientation` is the CVO byte,
-    /// sent to a peer that negotiated the extension.
+    /// sent to a peer that negotiated the extension. True when queued.
+    @discardableResult
     func send(_ batch: PayloadBatch, kind: MediaKind, rtpTimestamp timestamp: UInt32, isKeyframe: Bool,
-              orientation: UInt8 = 0) {
+              orientation: UInt8 = 0) -> Bool {
         let queued = state.withLock { s -> Bool in
             guard s.sending.contains(kind), let index = s.streamIndex(kind: kind) else { return false }
             var headerExtension: OneByteExtension?
@@ -104,6 +105,7 @@ final class MediaSenders: Sendable {
             return true
         }
         if queued { wake.withLock { $0 }?.signal() }
+        return queued
     }
 
     // MARK: The transport thread's side

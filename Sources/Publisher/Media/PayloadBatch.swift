@@ -2,7 +2,8 @@ import RTP
 
 /// One encoded frame cut into RTP payloads, once: every connection then
 /// writes its own header (SSRC, payload type, sequence) before each payload.
-/// The buffers are kept and reused from frame to frame.
+/// The buffers are kept and reused from frame to frame. The router fills it
+/// with a forwarded frame's payloads as they arrived (`removeAll`, `append`).
 struct PayloadBatch {
     /// The payloads back to back.
     private(set) var bytes: [UInt8] = []
@@ -15,6 +16,8 @@ struct PayloadBatch {
     }
 
     var count: Int { ends.count }
+    /// The payloads' bytes together.
+    var byteCount: Int { bytes.count }
     var isEmpty: Bool { ends.isEmpty }
 
     /// Replaces the batch with `frame`'s payloads.
@@ -25,6 +28,18 @@ struct PayloadBatch {
             appendPayload(&bytes)
             ends.append(bytes.count)
         }
+    }
+
+    /// Empties the batch, keeping its buffers.
+    mutating func removeAll() {
+        bytes.removeAll(keepingCapacity: true)
+        ends.removeAll(keepingCapacity: true)
+    }
+
+    /// Adds one payload as it is (a forwarded packet's).
+    mutating func append(payload: ArraySlice<UInt8>) {
+        bytes.append(contentsOf: payload)
+        ends.append(bytes.count)
     }
 
     /// Payload `index` (the last one ends the frame).

@@ -35,6 +35,14 @@ public enum ConnectionError: Error, Hashable, Sendable, CustomStringConvertible 
     }
 }
 
+/// Where a receiving connection (the router's end of a publisher's WHIP
+/// session) hands each RTP packet, decrypted, on the transport thread.
+/// `feedback` is sent back to the publisher at once (PLI, REMB): the
+/// transport keeps the array and empties it, so nothing is allocated per packet.
+protocol ReceivedRTPSink: AnyObject, Sendable {
+    func receive(rtp packet: ArraySlice<UInt8>, now: Double, feedback: inout [RTCPPacket])
+}
+
 /// One WebRTC connection of the publisher: UDP sockets on every usable
 /// interface, the ICE agent, DTLS-SRTP, and the loop that paces RTP out and
 /// reads RTCP in. Towards a WHIP server it is the offerer and a full,
@@ -77,6 +85,8 @@ final class PeerTransport: @unchecked Sendable {   // `run` state belongs to the
     /// re-established at once. A viewer is only dropped when consent expires.
     private let failWhenDisconnected: Bool
     private let control = Mutex<(thread: StoppableThread?, phase: Phase, selected: String?)>((nil, .checking, nil))
+    /// Set on the router's receiving connections; nil on a sender's, which drops RTP.
+    private let receiver: (any ReceivedRTPSink)?
 
     // Transport-thread state.
     private var dtls: DTLSTransport?
@@ -84,14 +94,19 @@ final class PeerTransport: @unchecked Sendable {   // `run` state belongs to the
     private var inbound: SRTPSession?
     private var sendBuffer: [UInt8] = []
     private var rtcpBuffer: [UInt8] = []
+    private var rtpBuffer: [UInt8] = []
+    private var feedback: [RTCPPacket] = []
     private var nextRTCP = 0.0
 
     /// `lite`: the answering side of a viewer's offer (ICE-lite, controlled),
     /// given up when the viewer's consent checks stop for `consentTimeout` s.
+    /// `receiver`: the connection receives RTP and hands it there.
     init(certificate: DTLSCertificate, media: MediaSenders, includeLoopback: Bool, stunServer: TransportAddress?,
-         connectTimeout: Double = 30, lite: Bool = false, consentTimeout: Double = 30, logger: Logger,
+         connectTimeout: Double = 30, lite: Bool = false, consentTimeout: Double = 30,
+         receiver: (any ReceivedRTPSink)? = nil, logger: Logger,
          onPhase: @escaping @Sendable (Phase) -> Void) throws(ConnectionError) {
         self.certificate = certificate
+        self.receiver = receiver
         self.media = media
         self.logger = logger
         self.onPhase = onPhase
@@ -134,6 +149,10 @@ final class PeerTransport: @unchecked Sendable {   // `run` state belongs to the
         localCandidates = agent.localCandidates
         sendBuffer.reserveCapacity(PacketHistory.packetCapacity + SRTPSession.maximumTrailer)
         rtcpBuffer.reserveCapacity(1500)
+        if receiver != nil {
+            rtpBuffer.reserveCapacity(2048)
+            feedback.reserveCapacity(4)
+        }
     }
 
     deinit {
@@ -288,6 +307,7 @@ final class PeerTransport: @unchecked Sendable {   // `run` state belongs to the
             switch first {
             case 20...63: handleDTLS(datagram)
             case 128...191 where count >= 2 && (192...223).contains(datagram[1]): handleRTCP(datagram)
+            case 128...191 where receiver != nil: handleRTP(datagram, now: now)
             default: break   // RTP towards a send-only publisher, or noise
             }
         }
@@ -331,6 +351,21 @@ final class PeerTransport: @unchecked Sendable {   // `run` state belongs to the
         guard let packets = try? RTCPPacket.parseCompound(rtcpBuffer[...]) else { return }
         let now = NTPTime.compact(NTPTime.now())
         if media.handle(packets, arrivedAtCompactNTP: now) { setPhase(.failed(.peerClosed)) }
+    }
+
+    /// A publisher's packet into the router: decrypted in place and handed
+    /// to the receiver, whose feedback (keyframe requests, REMB) goes back at once.
+    private func handleRTP(_ datagram: UnsafeRawBufferPointer, now: Double) {
+        guard let inbound, let receiver else { return }
+        rtpBuffer.removeAll(keepingCapacity: true)
+        rtpBuffer.append(contentsOf: datagram)
+        do { try inbound.unprotectRTP(&rtpBuffer) } catch {
+            logger.debug("RTP dropped: \(error)")
+            return
+        }
+        feedback.removeAll(keepingCapacity: true)
+        receiver.receive(rtp: rtpBuffer[...], now: now, feedback: &feedback)
+        if !feedback.isEmpty { sendRTCP(feedback) }
     }
 
     /// Sends what the pacer lets out now: each packet is copied from the

@@ -1,0 +1,159 @@
+import MediaTypes
+@testable import Publisher
+import RTP
+import Testing
+
+/// The router's receiving half on packets made here: what reaches a
+/// subscriber, what is held back, and what is asked of the publisher.
+@Suite("Forwarding a publisher's frames to subscribers (ForwardedFrames)")
+struct ForwardedFramesTests {
+    static let videoPT: UInt8 = 100, audioPT: UInt8 = 109
+    static let publisherSSRC: UInt32 = 0x1234_5678
+
+    /// A VP8 payload: descriptor (S=1, partition 0, a 15-bit picture id) and,
+    /// for a frame's first packet, a frame tag (a keyframe carries the
+    /// 9d 01 2a start code and its size).
+    static func vp8Payload(first: Bool, keyframe: Bool, width: Int = 640, height: Int = 480, fill: UInt8) -> [UInt8] {
+        var p: [UInt8] = [first ? 0x90 : 0x80, 0x80, 0x80, 0x01]
+        if first {
+            if keyframe {
+                p += [0x00, 0x00, 0x00, 0x9d, 0x01, 0x2a, UInt8(width & 0xff), UInt8(width >> 8),
+                      UInt8(height & 0xff), UInt8(height >> 8)]
+            } else {
+                p += [0x01, 0x00, 0x00]
+            }
+        }
+        return p + [UInt8](repeating: fill, count: 50)
+    }
+
+    static func packet(pt: UInt8, seq: UInt16, ts: UInt32, marker: Bool, payload: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = []
+        RTPHeader(payloadType: pt, sequenceNumber: seq, timestamp: ts, ssrc: publisherSSRC, marker: marker).write(to: &out)
+        return out + payload
+    }
+
+    /// A frame of `count` packets from `seq`.
+    static func frame(seq: UInt16, ts: UInt32, count: Int, keyframe: Bool) -> [[UInt8]] {
+        (0..<count).map { i in
+            packet(pt: videoPT, seq: seq &+ UInt16(i), ts: ts, marker: i == count - 1,
+                   payload: vp8Payload(first: i == 0, keyframe: keyframe, fill: UInt8(i)))
+        }
+    }
+
+    final class Seen: @unchecked Sendable {
+        var dimensions: [(Int, Int)] = []
+    }
+
+    struct Rig {
+        let hub = MediaHub(videoBitrateCeiling: 1_000_000)
+        let frames: ForwardedFrames
+        let subscriber: MediaSenders
+        let seen = Seen()
+
+        init() {
+            let seen = self.seen
+            frames = ForwardedFrames(hub: hub, codecs: .init(audioPayloadType: ForwardedFramesTests.audioPT,
+                                                             videoPayloadType: ForwardedFramesTests.videoPT,
+                                                             videoCodec: .vp8),
+                                     onDimensions: { w, h in seen.dimensions.append((w, h)) })
+            subscriber = hub.makeSenders([(.audio, 111), (.video, 96)])
+            hub.attach(subscriber)
+            subscriber.setSending([.audio, .video])
+        }
+
+        /// Feeds packets; returns the feedback the publisher would get.
+        func feed(_ packets: [[UInt8]], now: Double = 10) -> [RTCPPacket] {
+            var all: [RTCPPacket] = []
+            for p in packets {
+                var feedback: [RTCPPacket] = []
+                frames.receive(rtp: p[...], now: now, feedback: &feedback)
+                all += feedback
+            }
+            return all
+        }
+
+        func sent() throws -> [RTPPacket] { try MediaHubTests.drain(subscriber) }
+    }
+
+    @Test func aWholeKeyframeReachesTheSubscriberUnchangedUnderItsOwnHeader() throws {
+        let rig = Rig()
+        let packets = Self.frame(seq: 65534, ts: 5000, count: 3, keyframe: true)   // the sequence wraps inside
+        _ = rig.feed(packets)
+        let out = try rig.sent()
+        #expect(out.count == 3)
+        #expect(out.map { Array($0.payload) } == packets.map { Array($0[12...]) })
+        #expect(out.allSatisfy { $0.header.ssrc != Self.publisherSSRC && $0.header.payloadType == 96 })
+        #expect(out.map(\.header.marker) == [false, false, true])
+        #expect(Set(out.map(\.header.timestamp)).count == 1)
+        #expect(rig.seen.dimensions.count == 1 && rig.seen.dimensions[0] == (640, 480))
+        #expect(rig.frames.packetsForwarded.load(ordering: .relaxed) == 3)
+        #expect(rig.frames.packetsDropped.load(ordering: .relaxed) == 0)
+    }
+
+    @Test func framesBeforeTheFirstKeyframeAreHeldBackAndAKeyframeIsAskedFor() throws {
+        let rig = Rig()
+        let feedback = rig.feed(Self.frame(seq: 10, ts: 3000, count: 2, keyframe: false))
+        #expect(try rig.sent().isEmpty)
+        #expect(feedback.contains { if case .pictureLossIndication(_, let media) = $0 { media == Self.publisherSSRC } else { false } })
+        #expect(rig.frames.packetsDropped.load(ordering: .relaxed) == 2)
+        _ = rig.feed(Self.frame(seq: 12, ts: 6000, count: 2, keyframe: true))
+        #expect(try rig.sent().count == 2)
+    }
+
+    @Test func aLostPacketHoldsFramesBackUntilTheNextKeyframe() throws {
+        let rig = Rig()
+        _ = rig.feed(Self.frame(seq: 100, ts: 0, count: 2, keyframe: true))
+        #expect(try rig.sent().count == 2)
+        var lossy = Self.frame(seq: 102, ts: 3000, count: 3, keyframe: false)
+        lossy.remove(at: 1)   // a packet of the frame is lost
+        let feedback = rig.feed(lossy, now: 20)
+        let next = rig.feed(Self.frame(seq: 105, ts: 6000, count: 2, keyframe: false), now: 21)
+        #expect(try rig.sent().isEmpty)
+        #expect(feedback.contains { if case .pictureLossIndication = $0 { true } else { false } })
+        #expect(next.contains { if case .pictureLossIndication = $0 { true } else { false } })
+        _ = rig.feed(Self.frame(seq: 107, ts: 9000, count: 2, keyframe: true), now: 22)
+        let out = try rig.sent()
+        #expect(out.count == 2)
+        // The subscriber's own numbering has no gap where the publisher's had one.
+        #expect(out[1].header.sequenceNumber == out[0].header.sequenceNumber &+ 1)
+    }
+
+    @Test func videoTimestampsKeepThePublishersSpacing() throws {
+        let rig = Rig()
+        _ = rig.feed(Self.frame(seq: 1, ts: 1_000_000, count: 1, keyframe: true))
+        _ = rig.feed(Self.frame(seq: 2, ts: 1_003_000, count: 1, keyframe: false))
+        let out = try rig.sent()
+        #expect(out.count == 2)
+        #expect(out[1].header.timestamp &- out[0].header.timestamp == 3000)
+    }
+
+    @Test func audioIsForwardedPacketByPacket() throws {
+        let rig = Rig()
+        let opus: [[UInt8]] = (0..<3).map { i in
+            Self.packet(pt: Self.audioPT, seq: UInt16(i), ts: UInt32(960 * i), marker: false, payload: [UInt8](repeating: 7, count: 80))
+        }
+        _ = rig.feed(opus)
+        let out = try rig.sent()
+        #expect(out.count == 3 && out.allSatisfy { $0.header.payloadType == 111 && $0.payload.count == 80 })
+        #expect(out[2].header.timestamp &- out[0].header.timestamp == 1920)
+    }
+
+    @Test func unknownPayloadTypesAndGarbageAreDroppedAndCounted() throws {
+        let rig = Rig()
+        _ = rig.feed([Self.packet(pt: 33, seq: 1, ts: 0, marker: true, payload: [1, 2, 3]), [0x80, 0x01]])
+        #expect(try rig.sent().isEmpty)
+        #expect(rig.frames.packetsDropped.load(ordering: .relaxed) == 2)
+        #expect(rig.frames.packetsReceived.load(ordering: .relaxed) == 2)
+    }
+
+    @Test func aSubscribersKeyframeRequestBecomesAPLIAndItsRoomAREMB() async throws {
+        let rig = Rig()
+        _ = rig.feed(Self.frame(seq: 1, ts: 0, count: 1, keyframe: true), now: 10)
+        rig.subscriber.requestKeyframe()
+        // The hub serves at most one keyframe per spacing (on the real clock): wait it out.
+        try await Task.sleep(for: MediaHub.keyframeSpacing + .milliseconds(100))
+        let feedback = rig.feed(Self.frame(seq: 2, ts: 3000, count: 1, keyframe: false), now: 11)
+        #expect(feedback.contains { if case .pictureLossIndication = $0 { true } else { false } })
+        #expect(feedback.contains { if case .estimatedMaximumBitrate(_, let bps, let ssrcs) = $0 { bps <= 1_000_000 && ssrcs == [Self.publisherSSRC] } else { false } })
+    }
+}
