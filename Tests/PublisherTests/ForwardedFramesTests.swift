@@ -157,3 +157,18 @@ struct ForwardedFramesTests {
         #expect(feedback.contains { if case .estimatedMaximumBitrate(_, let bps, let ssrcs) = $0 { bps <= 1_000_000 && ssrcs == [Self.publisherSSRC] } else { false } })
     }
 }
+
+@Suite("Receiver reports to a publisher (ReceptionCounter)")
+struct ReceptionCounterTests {
+    @Test func lossAndWrapAreCounted() {
+        var c = ReceptionCounter(ssrc: 5, firstSequence: 65530)
+        for seq: UInt16 in [65530, 65531, 65533, 65534, 65535, 0, 1, 3] { c.count(sequence: seq) }
+        let first = c.report()
+        #expect(first.highestSequence == 65536 + 3)
+        #expect(first.cumulativeLost == 2)          // 65532 and 2
+        #expect(first.fractionLost == UInt8(2 * 256 / 10))
+        c.count(sequence: 4)
+        let second = c.report()
+        #expect(second.cumulativeLost == 2 && second.fractionLost == 0)
+    }
+}

@@ -41,6 +41,8 @@ final class ForwardedFrames: ReceivedRTPSink, @unchecked Sendable {   // state b
     private var lastPLI = -Double.infinity
     private var lastREMB = -Double.infinity
     private var lastREMBBitrate = 0
+    private var audioReception: ReceptionCounter?
+    private var videoReception: ReceptionCounter?
     /// Seconds between two PLIs: the hub's spacing of keyframes.
     private static let pliSpacing = 0.5
 
@@ -72,12 +74,26 @@ final class ForwardedFrames: ReceivedRTPSink, @unchecked Sendable {   // state b
         }
         let payload = packet[view.payload]
         if view.payloadType == codecs.videoPayloadType {
+            Self.count(view, in: &videoReception)
             receiveVideo(view, payload: payload, now: now, feedback: &feedback)
         } else if view.payloadType == codecs.audioPayloadType {
+            Self.count(view, in: &audioReception)
             receiveAudio(view, payload: payload, now: now)
         } else {
             packetsDropped.add(1, ordering: .relaxed)   // a payload type that was not negotiated
         }
+    }
+
+    func receiverReports() -> [RTCPPacket] {
+        var blocks: [ReceptionReport] = []
+        if audioReception != nil { blocks.append(audioReception!.report()) }
+        if videoReception != nil { blocks.append(videoReception!.report()) }
+        return blocks.isEmpty ? [] : [.receiverReport(ssrc: feedbackSSRC, reports: blocks)]
+    }
+
+    private static func count(_ view: RTPPacketView, in counter: inout ReceptionCounter?) {
+        if counter?.ssrc != view.ssrc { counter = ReceptionCounter(ssrc: view.ssrc, firstSequence: view.sequenceNumber) }
+        counter!.count(sequence: view.sequenceNumber)
     }
 
     private func receiveAudio(_ view: RTPPacketView, payload: ArraySlice<UInt8>, now: Double) {

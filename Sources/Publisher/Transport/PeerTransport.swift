@@ -41,6 +41,9 @@ public enum ConnectionError: Error, Hashable, Sendable, CustomStringConvertible 
 /// transport keeps the array and empties it, so nothing is allocated per packet.
 protocol ReceivedRTPSink: AnyObject, Sendable {
     func receive(rtp packet: ArraySlice<UInt8>, now: Double, feedback: inout [RTCPPacket])
+    /// The periodic receiver reports (about once a second): a sender that
+    /// hears nothing back takes the connection for dead.
+    func receiverReports() -> [RTCPPacket]
 }
 
 /// One WebRTC connection of the publisher: UDP sockets on every usable
@@ -254,7 +257,12 @@ final class PeerTransport: @unchecked Sendable {   // `run` state belongs to the
             if phase == .connected {
                 sendPaced(now: now)
                 if now >= nextRTCP {
-                    sendSenderReports()
+                    if let receiver {
+                        let reports = receiver.receiverReports()
+                        if !reports.isEmpty { sendRTCP(reports) }
+                    } else {
+                        sendSenderReports()
+                    }
                     nextRTCP = now + Double.random(in: 0.5...1.5)   // RFC 3550 randomised interval around 1 s
                 }
             }
