@@ -7,7 +7,7 @@ gathering to finish, POSTs the offer, applies the answer, runs for --duration
 seconds, then DELETEs the resource. Everything per frame happens inside
 GStreamer's own threads; Python only sets things up and waits.
 
-    gst_whip_publisher.py --whip URL [--codec vp8|h264] [--size 1280x720] [--fps 30]
+    gst_whip_publisher.py --whip URL [--token T] [--codec vp8|h264] [--size 1280x720] [--fps 30]
                           [--bitrate KBPS] [--duration S] [--y4m FIFO]
 
 The source is a Y4M stream (--y4m: the benchmark feeds camagent's own test
@@ -112,7 +112,7 @@ class Publisher:
         # offer takes the client role itself; webrtcbin follows the answer's passive.
         offer = self.offer_sdp.replace("a=setup:actpass", "a=setup:active")
         request = urllib.request.Request(self.args.whip, data=offer.encode(), method="POST",
-                                         headers={"Content-Type": "application/sdp"})
+                                         headers={"Content-Type": "application/sdp", **self.auth()})
         with urllib.request.urlopen(request, timeout=10) as response:
             answer = response.read().decode()
             self.location = urllib.parse.urljoin(self.args.whip, response.headers.get("Location", ""))
@@ -120,12 +120,20 @@ class Publisher:
         description = GstWebRTC.WebRTCSessionDescription.new(GstWebRTC.WebRTCSDPType.ANSWER, sdp)
         self.webrtc.emit("set-remote-description", description, Gst.Promise.new())
 
+    def auth(self):
+        return {"Authorization": f"Bearer {self.args.token}"} if self.args.token else {}
+
     def delete(self):
-        if self.location:
-            try:
-                urllib.request.urlopen(urllib.request.Request(self.location, method="DELETE"), timeout=10).read()
-            except Exception as e:
-                print(f"gst-whip: DELETE failed: {e}", file=sys.stderr)
+        """DELETEs the resource; False (and a line on stderr) when the server did not take it."""
+        if not self.location:
+            return True
+        try:
+            urllib.request.urlopen(urllib.request.Request(self.location, method="DELETE", headers=self.auth()),
+                                   timeout=10).read()
+            return True
+        except Exception as e:
+            print(f"gst-whip: DELETE failed: {e}", file=sys.stderr)
+            return False
 
     def run(self):
         loop = GLib.MainLoop()
@@ -139,12 +147,12 @@ class Publisher:
                 raise RuntimeError(self.failed or "not connected within 20 s")
             print("gst-whip: connected", file=sys.stderr, flush=True)
             time.sleep(self.args.duration)
-            return 0
+            return 0 if self.delete() else 1
         except Exception as e:
             print(f"gst-whip: {e}", file=sys.stderr)
+            self.delete()
             return 1
         finally:
-            self.delete()
             self.pipe.set_state(Gst.State.NULL)
             loop.quit()
 
@@ -152,6 +160,7 @@ class Publisher:
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--whip", required=True)
+    p.add_argument("--token", help="bearer token for the WHIP server (a router's publisher token)")
     p.add_argument("--codec", choices=["vp8", "h264"], default="vp8")
     p.add_argument("--size", default="1280x720")
     p.add_argument("--fps", type=int, default=30)

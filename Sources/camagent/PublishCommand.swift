@@ -38,6 +38,18 @@ struct PublishCommand: ParsableCommand {
     @Option(help: "WHIP endpoint URL (http:// or https://); without it the built-in viewer serves the stream.")
     var whip: String?
 
+    @Option(help: "A camagent router session to publish into (http://HOST:PORT/v2/sessions/SID), over WHIP with --token, a publisher token of that session.")
+    var session: String?
+
+    /// Where WHIP goes: --whip, or the publish endpoint of --session.
+    var whipEndpoint: String? {
+        whip ?? session.map { url in
+            var base = url
+            while base.hasSuffix("/") { base.removeLast() }
+            return base + "/publish"
+        }
+    }
+
     @Option(help: "Address and port of the built-in viewer server (default 0.0.0.0:8080 when there is no --whip; port 0 picks a free one).")
     var listen: String?
 
@@ -101,6 +113,8 @@ struct PublishCommand: ParsableCommand {
         if open && viewerToken != nil { throw ValidationError("--open and --viewer-token contradict each other") }
         if let viewerToken, viewerToken.isEmpty { throw ValidationError("--viewer-token must not be empty") }
         if let stun, parseHostPort(stun) == nil { throw ValidationError("--stun takes host:port with a numeric IP") }
+        if session != nil && whip != nil { throw ValidationError("--session and --whip contradict each other: --session is a WHIP endpoint too") }
+        if session != nil && token == nil { throw ValidationError("--session needs --token: a publisher token of that session (camagent token)") }
     }
 
     func run() throws {
@@ -130,6 +144,7 @@ struct PublishCommand: ParsableCommand {
         }
 
         var signaling: WHIPSignaling?
+        let whip = whipEndpoint
         if let whip {
             do {
                 let client = try WHIPClient(endpoint: whip, token: token, timeout: httpTimeout,
