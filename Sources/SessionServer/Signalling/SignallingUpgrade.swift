@@ -10,8 +10,9 @@ import NIOHTTP1
 ///
 /// hummingbird-websocket answers every refused upgrade with a bare 400; the
 /// contract wants 401, 403, 404 or 503 with a JSON body. So a refusal writes
-/// its own response on the upgrading channel and half-closes it; the 400
-/// that follows then finds the channel's output closed and is never sent.
+/// its own response on the upgrading channel, then puts a handler next to
+/// the socket that drops every later write: the library's 400 goes nowhere,
+/// and the library closes the connection as it always does.
 struct SignallingUpgrade: Sendable {
     let services: RouterServices
 
@@ -58,8 +59,8 @@ struct SignallingUpgrade: Sendable {
         return .success(SignallingConnection(services: services, sessionID: sessionID, claims: claims))
     }
 
-    /// Writes the refusal as an HTTP/1.1 response and closes the channel's
-    /// output (the client reads the response, then the end of the stream).
+    /// Writes the refusal as an HTTP/1.1 response (Connection: close); nothing
+    /// is written after it.
     private static func refuse(channel: any Channel, _ refusal: APIError) async {
         let body = ByteBuffer(string: refusal.jsonBody)
         var headers = HTTPHeaders()
@@ -72,10 +73,20 @@ struct SignallingUpgrade: Sendable {
             try await channel.writeAndFlush(HTTPServerResponsePart.head(head))
             try await channel.writeAndFlush(HTTPServerResponsePart.body(.byteBuffer(body)))
             try await channel.writeAndFlush(HTTPServerResponsePart.end(nil))
-            try await channel.close(mode: .output)
+            try await channel.pipeline.addHandler(DropWritesHandler(), position: .first)
         } catch {
             // The client went away first: nothing to tell it.
             try? await channel.close()
         }
+    }
+}
+
+/// Next to the socket, drops whatever is written after a refusal (the
+/// library's own 400), so the client sees exactly one response.
+private final class DropWritesHandler: ChannelOutboundHandler, Sendable {
+    typealias OutboundIn = ByteBuffer
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        promise?.succeed()
     }
 }
