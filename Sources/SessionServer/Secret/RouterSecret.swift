@@ -7,6 +7,9 @@ import Glibc
 public struct RouterSecret: Sendable {
     /// Longest secret file read; a key needs far less, a larger file is a mistake.
     public static let maxFileSize = 64 * 1024
+    /// Shortest key accepted: HS256 wants at least its hash's 32 bytes (and
+    /// jwt-kit stops a debug build on a shorter one).
+    public static let minKeyLength = 32
 
     /// The key bytes (the trimmed file content).
     public let key: [UInt8]
@@ -15,8 +18,12 @@ public struct RouterSecret: Sendable {
     /// True when this call created the file.
     public let wasCreated: Bool
 
-    /// A key given directly (tests, or a caller that keeps its own).
-    public init(key: [UInt8], path: String = "", wasCreated: Bool = false) {
+    /// A key given directly (tests, or a caller that keeps its own); at
+    /// least `minKeyLength` bytes.
+    public init(key: [UInt8], path: String = "", wasCreated: Bool = false) throws(RouterSecretError) {
+        guard key.count >= Self.minKeyLength else {
+            throw .tooShort(path: path, length: key.count, minimum: Self.minKeyLength)
+        }
         self.key = key
         self.path = path
         self.wasCreated = wasCreated
@@ -25,7 +32,7 @@ public struct RouterSecret: Sendable {
     /// Reads the secret file; a missing file is an error (`.missing`).
     public static func load(from path: String) throws(RouterSecretError) -> RouterSecret {
         guard let key = try readKey(at: path) else { throw .missing(path: path) }
-        return RouterSecret(key: key, path: path, wasCreated: false)
+        return try RouterSecret(key: key, path: path, wasCreated: false)
     }
 
     /// Reads the secret file, or creates it when there is none: 32 random
@@ -33,14 +40,14 @@ public struct RouterSecret: Sendable {
     /// (the mode is set by open itself, so the key is never readable by
     /// others, not even for a moment).
     public static func load(orCreateAt path: String) throws(RouterSecretError) -> RouterSecret {
-        if let key = try readKey(at: path) { return RouterSecret(key: key, path: path, wasCreated: false) }
+        if let key = try readKey(at: path) { return try RouterSecret(key: key, path: path, wasCreated: false) }
         let text = randomHex(byteCount: 32)
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode_t(0o600))
         if fd < 0 {
             let code = errno
             // Someone else created it between our read and our open: use theirs.
             if code == EEXIST, let key = try readKey(at: path) {
-                return RouterSecret(key: key, path: path, wasCreated: false)
+                return try RouterSecret(key: key, path: path, wasCreated: false)
             }
             throw .cannotCreate(path: path, reason: errnoText(code))
         }
@@ -62,7 +69,7 @@ public struct RouterSecret: Sendable {
             unlink(path)
             throw .cannotCreate(path: path, reason: reason)
         }
-        return RouterSecret(key: Array(text.utf8), path: path, wasCreated: true)
+        return try RouterSecret(key: Array(text.utf8), path: path, wasCreated: true)
     }
 
     /// The trimmed content, or nil when the file does not exist.
@@ -114,6 +121,7 @@ public enum RouterSecretError: Error, Equatable, Sendable, CustomStringConvertib
     case unreadable(path: String, reason: String)
     case empty(path: String)
     case tooLarge(path: String, limit: Int)
+    case tooShort(path: String, length: Int, minimum: Int)
     case cannotCreate(path: String, reason: String)
 
     public var description: String {
@@ -122,6 +130,8 @@ public enum RouterSecretError: Error, Equatable, Sendable, CustomStringConvertib
         case .unreadable(let path, let reason): "cannot read the secret file \(path): \(reason)"
         case .empty(let path): "the secret file \(path) is empty"
         case .tooLarge(let path, let limit): "the secret file \(path) is larger than \(limit) bytes; is it the right file?"
+        case .tooShort(let path, let length, let minimum):
+            "the secret in \(path.isEmpty ? "(given directly)" : path) is \(length) bytes long; HS256 needs at least \(minimum) (delete the file to have the router make a new one)"
         case .cannotCreate(let path, let reason): "cannot create the secret file \(path): \(reason)"
         }
     }
