@@ -207,6 +207,14 @@ let package = Package(
             name: "ViewerServerTests",
             dependencies: ["ViewerServer", .product(name: "Logging", package: "swift-log")]
         ),
+        .testTarget(
+            name: "SessionServerTests",
+            dependencies: [
+                "SessionServer",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .testTarget(name: "MediaFilesTests", dependencies: ["MediaFiles", "MediaTypes", "PixelConversion"]),
     ],
     swiftLanguageModes: [.v6]
