@@ -20,6 +20,7 @@ let package = Package(
         .library(name: "WHIP", targets: ["WHIP"]),
         .library(name: "Publisher", targets: ["Publisher"]),
         .library(name: "ViewerServer", targets: ["ViewerServer"]),
+        .library(name: "SessionServer", targets: ["SessionServer"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -27,6 +28,12 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.0.0"),
         // Hummingbird's own dependency, named for ViewerServer's graceful shutdown.
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.0.0"),
+        // Hummingbird's own dependency, named for the router's refusal of a WebSocket upgrade (an HTTP
+        // response written on the upgrading channel, see SignallingUpgrade.swift).
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.0.0"),
+        // The router: WebSocket signalling on the Hummingbird server, JWT tokens (HS256).
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.0.0"),
+        .package(url: "https://github.com/vapor/jwt-kit", from: "5.0.0"),
     ],
     targets: [
         // MARK: C shims (one per C library; only what Swift cannot import)
@@ -142,6 +149,20 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The router: sessions, tokens (JWT), REST, WebSocket signalling, and routed media through a
+        // `SessionMediaEngine` the caller passes in (Hummingbird, hummingbird-websocket, jwt-kit).
+        .target(
+            name: "SessionServer",
+            dependencies: [
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // Media files: Y4M and WAV writers/readers.
         .target(name: "MediaFiles", dependencies: ["MediaTypes", "PixelConversion"]),
         // The command-line agent.
@@ -149,7 +170,7 @@ let package = Package(
             name: "camagent",
             dependencies: [
                 "MediaTypes", "PixelConversion", "VideoSources", "AudioDevices", "MediaFiles", "Encoders", "Publisher", "Networking", "WHIP",
-                "ViewerServer",
+                "ViewerServer", "SessionServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -185,6 +206,14 @@ let package = Package(
         .testTarget(
             name: "ViewerServerTests",
             dependencies: ["ViewerServer", .product(name: "Logging", package: "swift-log")]
+        ),
+        .testTarget(
+            name: "SessionServerTests",
+            dependencies: [
+                "SessionServer",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         .testTarget(name: "MediaFilesTests", dependencies: ["MediaFiles", "MediaTypes", "PixelConversion"]),
     ],

@@ -8,7 +8,10 @@ struct Camagent: ParsableCommand {
         commandName: "camagent",
         abstract: "Camera capture and publishing agent for Linux.",
         discussion: "Exit codes are listed in README.md (\"Exit codes\").",
-        subcommands: [DevicesCommand.self, CaptureCommand.self, PlayCommand.self, SelftestCommand.self, PublishCommand.self, BenchCommand.self]
+        subcommands: [
+            DevicesCommand.self, CaptureCommand.self, PlayCommand.self, SelftestCommand.self, PublishCommand.self, BenchCommand.self,
+            RouterCommand.self, TokenCommand.self, SessionCommand.self,
+        ]
     )
 }
 

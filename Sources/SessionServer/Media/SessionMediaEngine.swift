@@ -1,0 +1,60 @@
+/// What the router asks of the media layer for routed sessions. The router
+/// only signals: it hands WHIP and WHEP offers to the engine and announces
+/// what the engine reports. The command line passes the engine in; the
+/// router never reaches for a concrete one.
+
+/// A publisher's stream as the engine accepted it: the SDP answer and what it carries.
+public struct PublishedMedia: Sendable {
+    public var answer: String
+    public var hasAudio: Bool
+    public var hasVideo: Bool
+
+    public init(answer: String, hasAudio: Bool, hasVideo: Bool) {
+        self.answer = answer
+        self.hasAudio = hasAudio
+        self.hasVideo = hasVideo
+    }
+}
+
+/// What happens to a published stream after it was answered.
+public enum MediaEvent: Sendable {
+    /// The stream is over; `reason` is "mediaStopped" or "networkDisconnected".
+    case ended(reason: String)
+    /// The publisher's video size is known or changed.
+    case videoDimensions(width: Int, height: Int)
+}
+
+/// Why the engine refused an offer.
+public enum MediaEngineError: Error, Sendable {
+    /// The offer cannot be used (not SDP, no media section, no ICE or DTLS details).
+    case badOffer(String)
+    /// The offer has no codec the engine can forward.
+    case noCommonCodec(String)
+    /// The engine cannot take the stream now (not running, out of ports, not wired yet).
+    case unavailable(String)
+}
+
+/// Totals since the engine started, for /metrics.
+public struct ForwardingCounters: Sendable {
+    public var packetsForwarded: UInt64
+    public var bytesForwarded: UInt64
+    public var packetsDropped: UInt64
+
+    public init(packetsForwarded: UInt64 = 0, bytesForwarded: UInt64 = 0, packetsDropped: UInt64 = 0) {
+        self.packetsForwarded = packetsForwarded
+        self.bytesForwarded = bytesForwarded
+        self.packetsDropped = packetsDropped
+    }
+}
+
+/// The routed media of every session: publishers in over WHIP, subscribers
+/// out over WHEP, RTP forwarded without decoding.
+public protocol SessionMediaEngine: Sendable {
+    /// Answers a WHIP offer: a new routed stream; events arrive on any thread.
+    func publish(streamID: String, offer: String, events: @escaping @Sendable (MediaEvent) -> Void) throws(MediaEngineError) -> PublishedMedia
+    func unpublish(streamID: String)
+    /// Answers a WHEP offer for one subscriber of a routed stream.
+    func subscribe(streamID: String, subscriberID: String, offer: String, ended: @escaping @Sendable (String) -> Void) throws(MediaEngineError) -> String
+    func unsubscribe(subscriberID: String)
+    var counters: ForwardingCounters { get }
+}

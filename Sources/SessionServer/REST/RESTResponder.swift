@@ -1,0 +1,347 @@
+import FoundationEssentials
+import Hummingbird
+import Logging
+
+/// Every HTTP route of the router but the WebSocket (which the upgrade
+/// handler takes before a request gets here): the REST API, WHIP and WHEP,
+/// /metrics. Paths are matched on their non-empty components. Every refusal
+/// is JSON, `{"code":N,"message":"..."}`.
+struct RESTResponder: HTTPResponder {
+    typealias Context = BasicRequestContext
+
+    let services: RouterServices
+    /// Largest request body read (an SDP offer is a few KiB); larger gets 413.
+    let maxBodySize: Int
+
+    private var registry: SessionRegistry { services.registry }
+
+    func respond(to request: Request, context: Context) async throws -> Response {
+        do {
+            return try await route(request, context)
+        } catch {
+            if error.status >= 500 {
+                context.logger.notice("request refused", metadata: ["path": "\(request.uri.path)", "status": "\(error.status)", "reason": "\(error.message)"])
+            } else {
+                context.logger.debug("request refused", metadata: ["path": "\(request.uri.path)", "status": "\(error.status)", "reason": "\(error.message)"])
+            }
+            return errorResponse(error)
+        }
+    }
+
+    private func route(_ request: Request, _ context: Context) async throws(APIError) -> Response {
+        let parts = request.uri.path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
+        let method = request.method
+        if method == .options { return preflight() }
+        switch parts.count {
+        case 1 where parts[0] == "metrics":
+            try only(method, .get, .head)
+            return metrics(head: method == .head)
+        case 2 where parts == ["v2", "sessions"]:
+            try only(method, .post)
+            return try await createSession(request)
+        case 4 where parts[0...1] == ["v2", "sessions"]:
+            let sessionID = parts[2]
+            switch parts[3] {
+            case "tokens":
+                try only(method, .post)
+                return try await createToken(request, sessionID: sessionID)
+            case "streams":
+                try only(method, .get, .head)
+                return try await listStreams(request, sessionID: sessionID)
+            case "publish":
+                try only(method, .post)
+                return try await publish(request, context, sessionID: sessionID)
+            case "connect":
+                throw APIError(400, "this is the signalling WebSocket: connect with a WebSocket client (Upgrade: websocket)")
+            default:
+                throw APIError(404, "no such route")
+            }
+        case 5 where parts[0...1] == ["v2", "sessions"] && parts[3] == "connections":
+            try only(method, .delete)
+            return try await forceDisconnect(request, context, sessionID: parts[2], connectionID: parts[4])
+        case 5 where parts[0...1] == ["v2", "sessions"] && parts[3] == "publish":
+            try only(method, .delete)
+            return try await unpublish(request, context, sessionID: parts[2], streamID: parts[4])
+        case 6 where parts[0...1] == ["v2", "sessions"] && parts[3] == "streams" && parts[5] == "subscribe":
+            try only(method, .post)
+            return try await subscribe(request, context, sessionID: parts[2], streamID: parts[4])
+        case 7 where parts[0...1] == ["v2", "sessions"] && parts[3] == "streams" && parts[5] == "subscribe":
+            try only(method, .delete)
+            return try await unsubscribe(request, context, sessionID: parts[2], streamID: parts[4], subscriberID: parts[6])
+        default:
+            throw APIError(404, "no such route")
+        }
+    }
+
+    // MARK: Sessions and tokens
+
+    private struct CreateSessionBody: Decodable {
+        var mediaMode: String?
+    }
+
+    private func createSession(_ request: Request) async throws(APIError) -> Response {
+        _ = try await services.authorize(token: token(request), .project)
+        let body = try await decodeJSON(CreateSessionBody.self, from: request, emptyMeans: CreateSessionBody())
+        let modeName = body.mediaMode ?? MediaMode.routed.rawValue
+        guard let mode = MediaMode(rawValue: modeName) else {
+            throw APIError(400, "mediaMode must be \"routed\" or \"relayed\", not \"\(modeName.prefix(40))\"")
+        }
+        let session: SessionInfo
+        do { session = try registry.createSession(mediaMode: mode) } catch { throw APIError(error) }
+        services.logger.info("session created", metadata: ["session": "\(session.sessionID)", "mediaMode": "\(mode.rawValue)"])
+        return json(.ok, ["sessionId": session.sessionID])
+    }
+
+    private struct CreateTokenBody: Decodable {
+        var role: String?
+        var expireIn: Int?
+        var data: String?
+    }
+
+    private func createToken(_ request: Request, sessionID: String) async throws(APIError) -> Response {
+        _ = try await services.authorize(token: token(request), .project)
+        guard registry.session(sessionID) != nil else { throw APIError(RegistryError.noSuchSession(sessionID)) }
+        let body = try await decodeJSON(CreateTokenBody.self, from: request, emptyMeans: CreateTokenBody())
+        let roleName = body.role ?? Role.publisher.rawValue
+        guard let role = Role(rawValue: roleName) else { throw APIError(400, "\(TokenError.unknownRole(roleName))") }
+        do {
+            let token = try await services.tokens.makeClientToken(
+                sessionID: sessionID, role: role, connectionData: body.data ?? "",
+                expireIn: body.expireIn ?? TokenAuthority.defaultLifetime)
+            return json(.ok, ["token": token])
+        } catch {
+            throw APIError(400, "\(error)")
+        }
+    }
+
+    private func listStreams(_ request: Request, sessionID: String) async throws(APIError) -> Response {
+        _ = try await services.authorize(token: token(request), .session(sessionID, needs: nil))
+        do {
+            return json(.ok, try registry.streams(sessionID: sessionID), head: request.method == .head)
+        } catch {
+            throw APIError(error)
+        }
+    }
+
+    private func forceDisconnect(_ request: Request, _ context: Context, sessionID: String, connectionID: String) async throws(APIError) -> Response {
+        _ = try await services.authorize(token: token(request), .session(sessionID, needs: .forceDisconnect))
+        guard let release = registry.disconnect(sessionID: sessionID, connectionID: connectionID, reason: .forceDisconnected) else {
+            throw APIError(RegistryError.noSuchConnection(connectionID))
+        }
+        context.logger.info("connection force-disconnected", metadata: ["session": "\(sessionID)", "connection": "\(connectionID)"])
+        services.release(release)
+        return Response(status: .noContent, headers: corsHeaders)
+    }
+
+    // MARK: Media (WHIP in, WHEP out)
+
+    private func publish(_ request: Request, _ context: Context, sessionID: String) async throws(APIError) -> Response {
+        let caller = try await services.authorize(token: token(request), .session(sessionID, needs: .publish))
+        guard case .client(let claims) = caller else {
+            throw APIError(403, "publishing needs a client token (a project token has no connection)")
+        }
+        let connectionID = request.uri.queryParameters["connectionId"].map(String.init)
+        if let connectionID {
+            // `authorize` checked the token is for this session; the connection must be in it too.
+            guard registry.role(sessionID: sessionID, connectionID: connectionID) != nil else {
+                throw APIError(RegistryError.noSuchConnection(connectionID))
+            }
+        }
+        let name = request.uri.queryParameters["name"].map { String($0.prefix(256)) } ?? ""
+        let offer = try await readOffer(request)
+        let streamID: String
+        do { streamID = try registry.reserveStream(sessionID: sessionID, connectionID: connectionID) } catch { throw APIError(error) }
+
+        let media: PublishedMedia
+        do {
+            media = try services.media.publish(streamID: streamID, offer: offer, events: mediaEvents(sessionID: sessionID, streamID: streamID))
+        } catch {
+            registry.cancelStream(sessionID: sessionID, streamID: streamID)
+            throw APIError(error)
+        }
+        let publisher: SessionRegistry.Publisher = connectionID.map { .connection($0) }
+            ?? .bareWHIPClient(role: claims.role, data: claims.connectionData)
+        let announced: (StreamInfo, SessionRegistry.MediaRelease?)
+        do {
+            announced = try registry.announceStream(
+                sessionID: sessionID, streamID: streamID, publisher: publisher, name: name,
+                hasAudio: media.hasAudio, hasVideo: media.hasVideo, videoType: .camera)
+        } catch {
+            services.media.unpublish(streamID: streamID)
+            throw APIError(error)
+        }
+        services.release(announced.1)
+        context.logger.info("stream published", metadata: ["session": "\(sessionID)", "stream": "\(streamID)", "connection": "\(announced.0.connectionId)"])
+        return sdp(.created, media.answer, location: "/v2/sessions/\(sessionID)/publish/\(streamID)")
+    }
+
+    /// The engine's reports about one stream. Registry changes happen at
+    /// once (so events keep their order); letting the engine go of the
+    /// stream happens on a task, outside the engine's callback.
+    private func mediaEvents(sessionID: String, streamID: String) -> @Sendable (MediaEvent) -> Void {
+        let services = services
+        return { event in
+            switch event {
+            case .ended(let reason):
+                let release = services.registry.removeStream(
+                    sessionID: sessionID, streamID: streamID, reason: StreamEndReason(rawValue: reason) ?? .mediaStopped)
+                if let release {
+                    services.logger.info("stream ended by its media", metadata: ["stream": "\(streamID)", "reason": "\(reason)"])
+                    Task { services.release(release) }
+                }
+            case .videoDimensions(let width, let height):
+                services.registry.setVideoDimensions(sessionID: sessionID, streamID: streamID, width: width, height: height)
+            }
+        }
+    }
+
+    private func unpublish(_ request: Request, _ context: Context, sessionID: String, streamID: String) async throws(APIError) -> Response {
+        _ = try await services.authorize(token: token(request), .session(sessionID, needs: .publish))
+        guard let release = registry.removeStream(sessionID: sessionID, streamID: streamID, reason: .clientDisconnected) else {
+            throw APIError(RegistryError.noSuchStream(streamID))
+        }
+        services.release(release)
+        context.logger.info("stream unpublished", metadata: ["session": "\(sessionID)", "stream": "\(streamID)"])
+        return Response(status: .noContent, headers: corsHeaders)
+    }
+
+    private func subscribe(_ request: Request, _ context: Context, sessionID: String, streamID: String) async throws(APIError) -> Response {
+        _ = try await services.authorize(token: token(request), .session(sessionID, needs: .subscribe))
+        let offer = try await readOffer(request)
+        let subscriberID: String
+        do { subscriberID = try registry.reserveSubscriber(sessionID: sessionID, streamID: streamID) } catch { throw APIError(error) }
+        let services = services
+        let answer: String
+        do {
+            answer = try services.media.subscribe(streamID: streamID, subscriberID: subscriberID, offer: offer) { reason in
+                if services.registry.removeSubscriber(sessionID: sessionID, streamID: streamID, subscriberID: subscriberID) {
+                    services.logger.info("subscriber ended by its media", metadata: ["subscriber": "\(subscriberID)", "reason": "\(reason)"])
+                    Task { services.media.unsubscribe(subscriberID: subscriberID) }
+                }
+            }
+        } catch {
+            registry.cancelSubscriber(sessionID: sessionID, streamID: streamID, subscriberID: subscriberID)
+            throw APIError(error)
+        }
+        guard registry.confirmSubscriber(sessionID: sessionID, streamID: streamID, subscriberID: subscriberID) else {
+            services.media.unsubscribe(subscriberID: subscriberID)
+            throw APIError(RegistryError.noSuchStream(streamID))
+        }
+        context.logger.info("subscriber added", metadata: ["session": "\(sessionID)", "stream": "\(streamID)", "subscriber": "\(subscriberID)"])
+        return sdp(.created, answer, location: "/v2/sessions/\(sessionID)/streams/\(streamID)/subscribe/\(subscriberID)")
+    }
+
+    private func unsubscribe(_ request: Request, _ context: Context, sessionID: String, streamID: String, subscriberID: String) async throws(APIError) -> Response {
+        _ = try await services.authorize(token: token(request), .session(sessionID, needs: .subscribe))
+        guard registry.removeSubscriber(sessionID: sessionID, streamID: streamID, subscriberID: subscriberID) else {
+            throw APIError(RegistryError.noSuchSubscriber(subscriberID))
+        }
+        services.media.unsubscribe(subscriberID: subscriberID)
+        context.logger.info("subscriber removed", metadata: ["session": "\(sessionID)", "subscriber": "\(subscriberID)"])
+        return Response(status: .noContent, headers: corsHeaders)
+    }
+
+    /// The SDP offer of a WHIP or WHEP POST: application/sdp, not empty, UTF-8.
+    private func readOffer(_ request: Request) async throws(APIError) -> String {
+        if let type = request.headers[.contentType],
+           type.split(separator: ";").first?.trimmingSpaces.lowercased() != "application/sdp" {
+            throw APIError(400, "the offer must be sent as application/sdp, not \(type.prefix(60))")
+        }
+        let bytes = try await readBody(request)
+        guard let offer = String(validating: bytes, as: UTF8.self), !offer.trimmingSpaces.isEmpty else {
+            throw APIError(400, "the offer is empty or not UTF-8 text")
+        }
+        return offer
+    }
+
+    // MARK: Metrics
+
+    private func metrics(head: Bool) -> Response {
+        let text = RouterMetrics.render(counts: registry.counts(), forwarding: services.media.counters)
+        var headers = corsHeaders
+        headers[.contentType] = RouterMetrics.contentType
+        let buffer = ByteBuffer(string: text)
+        if head {
+            headers[.contentLength] = String(buffer.readableBytes)
+            return Response(status: .ok, headers: headers)
+        }
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: buffer))
+    }
+
+    // MARK: Requests
+
+    private func token(_ request: Request) -> String? {
+        presentedToken(headers: request.headers, query: nil, allowQuery: false)
+    }
+
+    private func only(_ method: HTTPRequest.Method, _ allowed: HTTPRequest.Method...) throws(APIError) {
+        guard allowed.contains(method) else {
+            throw APIError(405, "method \(method.rawValue) not allowed here; use \(allowed.map(\.rawValue).joined(separator: " or "))")
+        }
+    }
+
+    private func readBody(_ request: Request) async throws(APIError) -> [UInt8] {
+        do {
+            let buffer = try await request.body.collect(upTo: maxBodySize)
+            return Array(buffer.readableBytesView)
+        } catch let error as any HTTPResponseError where error.status == .contentTooLarge {
+            throw APIError(413, "the body is larger than \(maxBodySize) bytes")
+        } catch {
+            throw APIError(400, "could not read the body: \(error)")
+        }
+    }
+
+    /// The body as JSON of type T; an empty body is `emptyMeans`.
+    private func decodeJSON<T: Decodable>(_ type: T.Type, from request: Request, emptyMeans: T) async throws(APIError) -> T {
+        let bytes = try await readBody(request)
+        if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D }) { return emptyMeans }
+        do {
+            return try JSONDecoder().decode(T.self, from: Data(bytes))
+        } catch let error as DecodingError {
+            throw APIError(400, "bad JSON body: \(describe(error))")
+        } catch {
+            throw APIError(400, "bad JSON body: \(error)")
+        }
+    }
+
+    // MARK: Responses
+
+    private var corsHeaders: HTTPFields {
+        [.accessControlAllowOrigin: "*", .accessControlExposeHeaders: "Location"]
+    }
+
+    private func preflight() -> Response {
+        var headers = corsHeaders
+        headers[.accessControlAllowMethods] = "GET, POST, DELETE, OPTIONS"
+        headers[.accessControlAllowHeaders] = "Authorization, Content-Type, X-OPENTOK-AUTH"
+        headers[.accessControlMaxAge] = "600"
+        return Response(status: .noContent, headers: headers)
+    }
+
+    private func json(_ status: HTTPResponse.Status, _ value: some Encodable, head: Bool = false) -> Response {
+        var headers = corsHeaders
+        headers[.contentType] = "application/json"
+        let buffer = ByteBuffer(string: jsonText(value))
+        if head {
+            headers[.contentLength] = String(buffer.readableBytes)
+            return Response(status: status, headers: headers)
+        }
+        return Response(status: status, headers: headers, body: .init(byteBuffer: buffer))
+    }
+
+    private func sdp(_ status: HTTPResponse.Status, _ answer: String, location: String) -> Response {
+        var headers = corsHeaders
+        headers[.contentType] = "application/sdp"
+        headers[.location] = location
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: answer)))
+    }
+
+    private func errorResponse(_ error: APIError) -> Response {
+        var headers = corsHeaders
+        headers[.contentType] = "application/json"
+        if error.status == 401 { headers[.wwwAuthenticate] = "Bearer" }
+        if error.status == 503 { headers[.retryAfter] = "2" }
+        return Response(status: .init(code: error.status), headers: headers,
+                        body: .init(byteBuffer: ByteBuffer(string: error.jsonBody)))
+    }
+}

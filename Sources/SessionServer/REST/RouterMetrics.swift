@@ -1,0 +1,20 @@
+/// GET /metrics in the Prometheus text exposition format (0.0.4): the
+/// registry's counts now, and the media engine's forwarding totals.
+enum RouterMetrics {
+    static let contentType = "text/plain; version=0.0.4; charset=utf-8"
+
+    static func render(counts: RegistryCounts, forwarding: ForwardingCounters) -> String {
+        var out = ""
+        func metric(_ name: String, _ type: String, _ help: String, _ value: String) {
+            out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n\(name) \(value)\n"
+        }
+        metric("camagent_router_sessions", "gauge", "Sessions the router holds.", String(counts.sessions))
+        metric("camagent_router_connections", "gauge", "Connections in all sessions (signalling and bare WHIP clients).", String(counts.connections))
+        metric("camagent_router_streams", "gauge", "Streams published in all sessions.", String(counts.streams))
+        metric("camagent_router_subscribers", "gauge", "Subscribers of routed streams.", String(counts.subscribers))
+        metric("camagent_router_forwarded_packets_total", "counter", "RTP and RTCP packets the media engine forwarded.", String(forwarding.packetsForwarded))
+        metric("camagent_router_forwarded_bytes_total", "counter", "Bytes the media engine forwarded.", String(forwarding.bytesForwarded))
+        metric("camagent_router_dropped_packets_total", "counter", "Packets the media engine dropped instead of forwarding.", String(forwarding.packetsDropped))
+        return out
+    }
+}

@@ -1,0 +1,454 @@
+import FoundationEssentials
+import Synchronization
+
+/// Every session, connection, stream and subscriber the router holds, and
+/// the one place their events are made. Each change and the events it
+/// causes happen under one lock, and events go into the connections'
+/// outboxes right there, so every connection sees them in the order they
+/// happened, after its own `connected`. Calls never block on the network;
+/// what a change asks of the media engine is returned to the caller, which
+/// does it after the lock is released.
+public final class SessionRegistry: Sendable {
+    public let limits: RegistryLimits
+    private let state = Mutex(State())
+    private let now: @Sendable () -> Date
+
+    public init(limits: RegistryLimits = RegistryLimits(), now: @escaping @Sendable () -> Date = { Date() }) {
+        self.limits = limits
+        self.now = now
+    }
+
+    // MARK: State
+
+    private struct State {
+        var sessions: [String: SessionState] = [:]
+        /// Every subscriber, to its session and stream (ids are unique router-wide).
+        var subscribers: [String: (sessionID: String, streamID: String)] = [:]
+    }
+
+    private struct SessionState {
+        var info: SessionInfo
+        /// In the order they joined.
+        var connections: [ConnectionState] = []
+        /// In the order they were announced.
+        var streams: [StreamState] = []
+        /// Streams being answered by the media engine: they hold a place
+        /// under the limit, and what the engine reports before they are
+        /// announced is kept here.
+        var pendingStreams: [String: PendingStream] = [:]
+
+        func connectionIndex(_ id: String) -> Int? { connections.firstIndex { $0.info.connectionId == id } }
+        func streamIndex(_ id: String) -> Int? { streams.firstIndex { $0.info.streamId == id } }
+
+        /// Queues `text` for every connection with a socket, but `except`.
+        func broadcast(_ text: String, except: String? = nil) {
+            for connection in connections where connection.info.connectionId != except {
+                connection.outbox?.send(text)
+            }
+        }
+    }
+
+    private struct ConnectionState {
+        var info: ConnectionInfo
+        var role: Role
+        /// nil for a bare WHIP client's connection: it has no socket.
+        var outbox: Outbox?
+        var subscriberSettings: [String: SubscriberSettings] = [:]
+    }
+
+    private struct StreamState {
+        var info: StreamInfo
+        /// Subscribers answered by the engine, in order.
+        var subscribers: [String] = []
+        /// Subscribers being answered: they hold a place under the limit.
+        var pendingSubscribers: Set<String> = []
+        /// The stream's publisher is a bare WHIP client whose connection
+        /// exists only for this stream: it goes when the stream goes.
+        var ownsConnection: Bool
+    }
+
+    private struct PendingStream {
+        var endedReason: StreamEndReason?
+        var dimensions: (width: Int, height: Int)?
+    }
+
+    // MARK: Sessions
+
+    public func createSession(mediaMode: MediaMode) throws(RegistryError) -> SessionInfo {
+        let created = now()
+        return try state.withLock { (state) throws(RegistryError) -> SessionInfo in
+            guard state.sessions.count < limits.maxSessions else {
+                throw .limitReached("this router holds its maximum of \(limits.maxSessions) sessions")
+            }
+            var id = RandomID.make()
+            while state.sessions[id] != nil { id = RandomID.make() }
+            let info = SessionInfo(sessionID: id, mediaMode: mediaMode, createdAt: created)
+            state.sessions[id] = SessionState(info: info)
+            return info
+        }
+    }
+
+    public func session(_ sessionID: String) -> SessionInfo? {
+        state.withLock { $0.sessions[sessionID]?.info }
+    }
+
+    public func counts() -> RegistryCounts {
+        state.withLock { state in
+            var counts = RegistryCounts(sessions: state.sessions.count, connections: 0, streams: 0, subscribers: 0)
+            for session in state.sessions.values {
+                counts.connections += session.connections.count
+                counts.streams += session.streams.count
+                for stream in session.streams { counts.subscribers += stream.subscribers.count }
+            }
+            return counts
+        }
+    }
+
+    // MARK: Connections
+
+    /// Throws when a connection to that session would be refused now (no
+    /// such session, or it is full): checked before a WebSocket upgrade, so
+    /// the refusal is an HTTP status. `connect` checks again.
+    public func checkCanConnect(sessionID: String) throws(RegistryError) {
+        try state.withLock { (state) throws(RegistryError) in
+            guard let session = state.sessions[sessionID] else { throw .noSuchSession(sessionID) }
+            try checkConnectionRoom(session)
+        }
+    }
+
+    private func checkConnectionRoom(_ session: SessionState) throws(RegistryError) {
+        guard session.connections.count < limits.maxConnectionsPerSession else {
+            throw .limitReached("session \(session.info.sessionID) has its maximum of \(limits.maxConnectionsPerSession) connections")
+        }
+    }
+
+    /// Adds a connection. With an outbox (a signalling connection) it first
+    /// gets `connected`; every other connection gets `connectionCreated`.
+    func connect(sessionID: String, role: Role, data: String, outbox: Outbox?) throws(RegistryError) -> ConnectionInfo {
+        let created = now()
+        return try state.withLock { (state) throws(RegistryError) -> ConnectionInfo in
+            guard var session = state.sessions[sessionID] else { throw .noSuchSession(sessionID) }
+            try checkConnectionRoom(session)
+            let info = ConnectionInfo(connectionId: RandomID.make(), data: data, createdAt: created.unixMilliseconds)
+            if let outbox {
+                outbox.send(jsonText(ServerMessage.Connected(
+                    connectionId: info.connectionId, capabilities: role.capabilities, mediaMode: session.info.mediaMode,
+                    connections: session.connections.map(\.info), streams: session.streams.map(\.info))))
+            }
+            session.broadcast(jsonText(ServerMessage.ConnectionCreated(connection: info)))
+            session.connections.append(ConnectionState(info: info, role: role, outbox: outbox))
+            state.sessions[sessionID] = session
+            return info
+        }
+    }
+
+    /// The role a connection joined with.
+    func role(sessionID: String, connectionID: String) -> Role? {
+        state.withLock { state in
+            state.sessions[sessionID].flatMap { s in s.connectionIndex(connectionID).map { s.connections[$0].role } }
+        }
+    }
+
+    /// What the media engine must let go of after a change: the streams to
+    /// unpublish and the subscribers to unsubscribe.
+    public struct MediaRelease: Sendable, Equatable {
+        public var streamIDs: [String] = []
+        public var subscriberIDs: [String] = []
+    }
+
+    /// Removes a connection: its streams end first (`streamDestroyed`, with
+    /// the reason that follows from `reason`), then `connectionDestroyed` goes
+    /// to the others. A forced disconnect closes the connection's socket.
+    /// Returns nil when the connection is already gone (so a socket closing
+    /// after a forced disconnect changes nothing).
+    @discardableResult
+    func disconnect(sessionID: String, connectionID: String, reason: ConnectionEndReason) -> MediaRelease? {
+        state.withLock { state -> MediaRelease? in
+            guard var session = state.sessions[sessionID], let index = session.connectionIndex(connectionID) else { return nil }
+            let connection = session.connections.remove(at: index)
+            var release = MediaRelease()
+            for stream in session.streams where stream.info.connectionId == connectionID {
+                release.streamIDs.append(stream.info.streamId)
+                release.subscriberIDs += stream.subscribers
+                for id in stream.subscribers { state.subscribers[id] = nil }
+                session.broadcast(jsonText(ServerMessage.StreamDestroyed(streamId: stream.info.streamId, reason: reason.streamReason)))
+            }
+            session.streams.removeAll { $0.info.connectionId == connectionID }
+            session.broadcast(jsonText(ServerMessage.ConnectionDestroyed(connectionId: connectionID, reason: reason)))
+            state.sessions[sessionID] = session
+            if reason == .forceDisconnected { connection.outbox?.close(reason: reason.rawValue) } else { connection.outbox?.finish() }
+            return release
+        }
+    }
+
+    /// `signal`: to every other connection, or only to `to`.
+    func signal(sessionID: String, from: String, to: String?, signalType: String?, data: JSONValue) throws(RegistryError) {
+        try state.withLock { (state) throws(RegistryError) in
+            guard let session = state.sessions[sessionID] else { throw .noSuchSession(sessionID) }
+            let text = jsonText(ServerMessage.Signal(signalType: signalType, data: data, from: from))
+            if let to {
+                guard let index = session.connectionIndex(to) else { throw .noSuchConnection(to) }
+                session.connections[index].outbox?.send(text)
+            } else {
+                session.broadcast(text, except: from)
+            }
+        }
+    }
+
+    /// Queues a message for one connection alone (a reply: `pong`, `error`),
+    /// behind the events already queued for it.
+    func reply(sessionID: String, connectionID: String, _ text: String) {
+        state.withLock { state in
+            guard let session = state.sessions[sessionID], let index = session.connectionIndex(connectionID) else { return }
+            session.connections[index].outbox?.send(text)
+        }
+    }
+
+    // MARK: Streams
+
+    /// Who publishes a stream: a signalling connection, or a bare WHIP
+    /// client (OBS, GStreamer) that gets a connection of its own with it.
+    enum Publisher: Sendable {
+        case connection(String)
+        case bareWHIPClient(role: Role, data: String)
+    }
+
+    /// Reserves a place for a stream the media engine is about to answer
+    /// (the stream limit counts it) and returns its new id. Without a
+    /// connection, the bare WHIP client's connection to come must fit too.
+    func reserveStream(sessionID: String, connectionID: String?) throws(RegistryError) -> String {
+        try state.withLock { (state) throws(RegistryError) -> String in
+            guard var session = state.sessions[sessionID] else { throw .noSuchSession(sessionID) }
+            if let connectionID {
+                guard session.connectionIndex(connectionID) != nil else { throw .noSuchConnection(connectionID) }
+            }
+            guard session.info.mediaMode == .routed else { throw .conflict(Self.relayedMediaMessage) }
+            if connectionID == nil { try checkConnectionRoom(session) }
+            guard session.streams.count + session.pendingStreams.count < limits.maxStreamsPerSession else {
+                throw .limitReached("session \(sessionID) has its maximum of \(limits.maxStreamsPerSession) streams")
+            }
+            let id = RandomID.make()
+            session.pendingStreams[id] = PendingStream()
+            state.sessions[sessionID] = session
+            return id
+        }
+    }
+
+    /// Gives the place back: the engine refused the stream.
+    func cancelStream(sessionID: String, streamID: String) {
+        state.withLock { state in
+            state.sessions[sessionID]?.pendingStreams[streamID] = nil
+        }
+    }
+
+    public static let relayedMediaMessage = "relayed sessions carry media between clients; the router only signals (not built yet)"
+
+    /// Announces a reserved stream: for a bare WHIP client first its
+    /// connection (`connectionCreated` to the others), then `streamCreated`
+    /// to everyone. If the engine reported the stream's end before this,
+    /// `streamDestroyed` follows at once and the returned release says what
+    /// to let go of. Throws when the publisher's connection is gone or there
+    /// is no room for a bare client's connection any more.
+    func announceStream(sessionID: String, streamID: String, publisher: Publisher, name: String,
+                        hasAudio: Bool, hasVideo: Bool, videoType: VideoType) throws(RegistryError) -> (StreamInfo, MediaRelease?) {
+        let created = now()
+        let (info, endedEarly) = try state.withLock { (state) throws(RegistryError) -> (StreamInfo, StreamEndReason?) in
+            guard var session = state.sessions[sessionID] else { throw .noSuchSession(sessionID) }
+            guard let pending = session.pendingStreams.removeValue(forKey: streamID) else { throw .noSuchStream(streamID) }
+            state.sessions[sessionID] = session
+            let connectionID: String
+            switch publisher {
+            case .connection(let id):
+                guard session.connectionIndex(id) != nil else { throw .noSuchConnection(id) }
+                connectionID = id
+            case .bareWHIPClient(let role, let data):
+                try checkConnectionRoom(session)
+                let connection = ConnectionInfo(connectionId: RandomID.make(), data: data, createdAt: created.unixMilliseconds)
+                session.broadcast(jsonText(ServerMessage.ConnectionCreated(connection: connection)))
+                session.connections.append(ConnectionState(info: connection, role: role, outbox: nil))
+                connectionID = connection.connectionId
+            }
+            let info = StreamInfo(
+                streamId: streamID, connectionId: connectionID, name: name, hasAudio: hasAudio, hasVideo: hasVideo,
+                hasCaptions: false, videoType: videoType, width: pending.dimensions?.width ?? 0,
+                height: pending.dimensions?.height ?? 0, createdAt: created.unixMilliseconds)
+            let ownsConnection = if case .bareWHIPClient = publisher { true } else { false }
+            session.streams.append(StreamState(info: info, ownsConnection: ownsConnection))
+            session.broadcast(jsonText(ServerMessage.StreamCreated(stream: info)))
+            state.sessions[sessionID] = session
+            return (info, pending.endedReason)
+        }
+        if let endedEarly {
+            return (info, removeStream(sessionID: sessionID, streamID: streamID, reason: endedEarly))
+        }
+        return (info, nil)
+    }
+
+    /// Ends a stream: `streamDestroyed` to everyone; a bare WHIP client's own
+    /// connection goes with it (`connectionDestroyed`). nil when it is
+    /// already gone.
+    func removeStream(sessionID: String, streamID: String, reason: StreamEndReason) -> MediaRelease? {
+        state.withLock { state -> MediaRelease? in
+            guard var session = state.sessions[sessionID] else { return nil }
+            guard let index = session.streamIndex(streamID) else {
+                // Not announced yet: remember the end for `announceStream`.
+                if session.pendingStreams[streamID] != nil {
+                    session.pendingStreams[streamID]?.endedReason = reason
+                    state.sessions[sessionID] = session
+                }
+                return nil
+            }
+            let stream = session.streams.remove(at: index)
+            for id in stream.subscribers { state.subscribers[id] = nil }
+            session.broadcast(jsonText(ServerMessage.StreamDestroyed(streamId: streamID, reason: reason)))
+            if stream.ownsConnection, let owner = session.connectionIndex(stream.info.connectionId) {
+                let connection = session.connections.remove(at: owner)
+                let connectionReason: ConnectionEndReason = reason == .networkDisconnected ? .networkDisconnected
+                    : reason == .forceDisconnected || reason == .forceUnpublished ? .forceDisconnected : .clientDisconnected
+                session.broadcast(jsonText(ServerMessage.ConnectionDestroyed(
+                    connectionId: connection.info.connectionId, reason: connectionReason)))
+            }
+            state.sessions[sessionID] = session
+            return MediaRelease(streamIDs: [streamID], subscriberIDs: stream.subscribers)
+        }
+    }
+
+    public func streams(sessionID: String) throws(RegistryError) -> [StreamInfo] {
+        try state.withLock { (state) throws(RegistryError) -> [StreamInfo] in
+            guard let session = state.sessions[sessionID] else { throw .noSuchSession(sessionID) }
+            return session.streams.map(\.info)
+        }
+    }
+
+    /// `publisherProperty`: only the stream's own connection may change
+    /// hasAudio or hasVideo; each change is a `streamPropertyChanged` to everyone.
+    func setStreamProperties(sessionID: String, streamID: String, requester: String,
+                             hasAudio: Bool?, hasVideo: Bool?) throws(RegistryError) {
+        try state.withLock { (state) throws(RegistryError) in
+            guard var session = state.sessions[sessionID] else { throw .noSuchSession(sessionID) }
+            guard let index = session.streamIndex(streamID) else { throw .noSuchStream(streamID) }
+            guard session.streams[index].info.connectionId == requester else {
+                throw .notAllowed("stream \(streamID) is published by another connection")
+            }
+            var info = session.streams[index].info
+            var changes: [ServerMessage.StreamPropertyChanged] = []
+            if let hasAudio, hasAudio != info.hasAudio {
+                changes.append(.init(streamId: streamID, property: "hasAudio", oldValue: .bool(info.hasAudio), newValue: .bool(hasAudio)))
+                info.hasAudio = hasAudio
+            }
+            if let hasVideo, hasVideo != info.hasVideo {
+                changes.append(.init(streamId: streamID, property: "hasVideo", oldValue: .bool(info.hasVideo), newValue: .bool(hasVideo)))
+                info.hasVideo = hasVideo
+            }
+            session.streams[index].info = info
+            for change in changes { session.broadcast(jsonText(change)) }
+            state.sessions[sessionID] = session
+        }
+    }
+
+    /// The engine's report of the video size: `streamPropertyChanged`
+    /// (videoDimensions) when it changed.
+    func setVideoDimensions(sessionID: String, streamID: String, width: Int, height: Int) {
+        state.withLock { state in
+            guard var session = state.sessions[sessionID] else { return }
+            guard let index = session.streamIndex(streamID) else {
+                if session.pendingStreams[streamID] != nil {
+                    session.pendingStreams[streamID]?.dimensions = (width, height)
+                    state.sessions[sessionID] = session
+                }
+                return
+            }
+            let info = session.streams[index].info
+            guard info.width != width || info.height != height else { return }
+            let old = JSONValue.object(["width": .number(Double(info.width)), "height": .number(Double(info.height))])
+            let new = JSONValue.object(["width": .number(Double(width)), "height": .number(Double(height))])
+            session.streams[index].info.width = width
+            session.streams[index].info.height = height
+            session.broadcast(jsonText(ServerMessage.StreamPropertyChanged(
+                streamId: streamID, property: "videoDimensions", oldValue: old, newValue: new)))
+            state.sessions[sessionID] = session
+        }
+    }
+
+    // MARK: Subscribers
+
+    /// Reserves a place for a subscriber the engine is about to answer.
+    func reserveSubscriber(sessionID: String, streamID: String) throws(RegistryError) -> String {
+        try state.withLock { (state) throws(RegistryError) -> String in
+            guard var session = state.sessions[sessionID] else { throw .noSuchSession(sessionID) }
+            guard let index = session.streamIndex(streamID) else { throw .noSuchStream(streamID) }
+            guard session.info.mediaMode == .routed else { throw .conflict(Self.relayedMediaMessage) }
+            let stream = session.streams[index]
+            guard stream.subscribers.count + stream.pendingSubscribers.count < limits.maxSubscribersPerStream else {
+                throw .limitReached("stream \(streamID) has its maximum of \(limits.maxSubscribersPerStream) subscribers")
+            }
+            var id = RandomID.make()
+            while state.subscribers[id] != nil { id = RandomID.make() }
+            session.streams[index].pendingSubscribers.insert(id)
+            state.sessions[sessionID] = session
+            return id
+        }
+    }
+
+    /// The engine answered: the subscriber counts from now on. False when
+    /// the stream ended meanwhile (the caller lets the engine go of it).
+    func confirmSubscriber(sessionID: String, streamID: String, subscriberID: String) -> Bool {
+        state.withLock { state -> Bool in
+            guard var session = state.sessions[sessionID], let index = session.streamIndex(streamID),
+                  session.streams[index].pendingSubscribers.remove(subscriberID) != nil else { return false }
+            session.streams[index].subscribers.append(subscriberID)
+            state.subscribers[subscriberID] = (sessionID, streamID)
+            state.sessions[sessionID] = session
+            return true
+        }
+    }
+
+    func cancelSubscriber(sessionID: String, streamID: String, subscriberID: String) {
+        state.withLock { state in
+            guard var session = state.sessions[sessionID], let index = session.streamIndex(streamID) else { return }
+            session.streams[index].pendingSubscribers.remove(subscriberID)
+            state.sessions[sessionID] = session
+        }
+    }
+
+    /// Removes a subscriber; false when there is no such subscriber of that stream.
+    func removeSubscriber(sessionID: String, streamID: String, subscriberID: String) -> Bool {
+        state.withLock { state -> Bool in
+            guard let place = state.subscribers[subscriberID], place.sessionID == sessionID, place.streamID == streamID,
+                  var session = state.sessions[sessionID], let index = session.streamIndex(streamID) else { return false }
+            session.streams[index].subscribers.removeAll { $0 == subscriberID }
+            state.subscribers[subscriberID] = nil
+            state.sessions[sessionID] = session
+            return true
+        }
+    }
+
+    /// `subscriberSettings`: kept per connection, for a subscriber of this session.
+    func storeSubscriberSettings(sessionID: String, connectionID: String, subscriberID: String,
+                                 settings: SubscriberSettings) throws(RegistryError) {
+        try state.withLock { (state) throws(RegistryError) in
+            guard let place = state.subscribers[subscriberID], place.sessionID == sessionID else {
+                throw .noSuchSubscriber(subscriberID)
+            }
+            guard var session = state.sessions[sessionID], let index = session.connectionIndex(connectionID) else {
+                throw .noSuchConnection(connectionID)
+            }
+            var merged = session.connections[index].subscriberSettings[subscriberID] ?? SubscriberSettings()
+            if let v = settings.subscribeToAudio { merged.subscribeToAudio = v }
+            if let v = settings.subscribeToVideo { merged.subscribeToVideo = v }
+            if let v = settings.subscribeToCaptions { merged.subscribeToCaptions = v }
+            if let v = settings.preferredResolution { merged.preferredResolution = v }
+            if let v = settings.preferredFrameRate { merged.preferredFrameRate = v }
+            session.connections[index].subscriberSettings[subscriberID] = merged
+            state.sessions[sessionID] = session
+        }
+    }
+
+    func subscriberSettings(sessionID: String, connectionID: String, subscriberID: String) -> SubscriberSettings? {
+        state.withLock { state in
+            state.sessions[sessionID].flatMap { s in
+                s.connectionIndex(connectionID).flatMap { s.connections[$0].subscriberSettings[subscriberID] }
+            }
+        }
+    }
+}

@@ -1,0 +1,55 @@
+import Logging
+
+/// What the REST routes and the signalling connections share: the
+/// registry, the token authority, the media engine, and the checks they
+/// all make on a caller.
+struct RouterServices: Sendable {
+    let registry: SessionRegistry
+    let tokens: TokenAuthority
+    let media: any SessionMediaEngine
+    let logger: Logger
+
+    enum Requirement {
+        /// Only a project token will do.
+        case project
+        /// A project token, or a client token of the session in the path that has this capability.
+        case session(String, needs: Capability?)
+    }
+
+    /// Checks, in the contract's order: a token at all and a valid one (401),
+    /// the right kind and session (403), the session exists (404), the
+    /// capability (403).
+    func authorize(token: String?, _ requirement: Requirement) async throws(APIError) -> Caller {
+        guard let token else { throw APIError(401, "a token is required (Authorization: Bearer <token>)") }
+        let verified: VerifiedToken
+        do { verified = try await tokens.verify(token) } catch { throw APIError(401, "\(error)") }
+        let caller: Caller
+        switch verified {
+        case .project: caller = .project
+        case .client(let claims): caller = .client(claims)
+        }
+        switch requirement {
+        case .project:
+            guard case .project = caller else { throw APIError(403, "this call needs a project token, not a client token") }
+        case .session(let sessionID, let capability):
+            if case .client(let claims) = caller, claims.sessionID != sessionID {
+                throw APIError(403, "the token is for another session")
+            }
+            guard registry.session(sessionID) != nil else { throw APIError(RegistryError.noSuchSession(sessionID)) }
+            if let capability, !caller.capabilities.allows(capability) {
+                let role = if case .client(let claims) = caller { claims.role.rawValue } else { "project" }
+                throw APIError(403, "the role \(role) may not \(capability.verb)")
+            }
+        }
+        return caller
+    }
+
+    /// Lets the media engine go of what a registry change released. Never
+    /// called from inside an engine callback directly (the engine may hold
+    /// its own lock there): callbacks hand it to a task.
+    func release(_ release: SessionRegistry.MediaRelease?) {
+        guard let release else { return }
+        for id in release.subscriberIDs { media.unsubscribe(subscriberID: id) }
+        for id in release.streamIDs { media.unpublish(streamID: id) }
+    }
+}

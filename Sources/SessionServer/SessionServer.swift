@@ -1,0 +1,93 @@
+import Hummingbird
+import HummingbirdWebSocket
+import Logging
+import ServiceLifecycle
+import Synchronization
+
+/// The router (`camagent router`): sessions, tokens, the REST API, the
+/// signalling WebSocket, and routed media through the `SessionMediaEngine`
+/// it is given (DESIGN.md "Sessions"). Run it with `run()` in a task of its
+/// own, or as a `Service` in a `ServiceGroup`.
+public final class SessionServer: Service, Sendable {
+    public let configuration: SessionServerConfiguration
+    public let registry: SessionRegistry
+    public let tokens: TokenAuthority
+    private let services: RouterServices
+    private let logger: Logger
+    private let onServerRunning: @Sendable (_ port: Int) async -> Void
+    private let port = Mutex<Int?>(nil)
+
+    /// - Parameters:
+    ///   - secret: the HS256 key every token is checked against.
+    ///   - mediaEngine: answers WHIP and WHEP offers of routed sessions.
+    ///   - onServerRunning: called once the socket is bound, with the port it
+    ///     is bound to (the useful one when port 0 was asked for).
+    public init(
+        configuration: SessionServerConfiguration,
+        secret: RouterSecret,
+        mediaEngine: any SessionMediaEngine,
+        logger: Logger,
+        onServerRunning: @escaping @Sendable (_ port: Int) async -> Void = { _ in }
+    ) {
+        self.configuration = configuration
+        registry = SessionRegistry(limits: configuration.limits)
+        tokens = TokenAuthority(secret: secret)
+        services = RouterServices(registry: registry, tokens: tokens, media: mediaEngine, logger: logger)
+        self.logger = logger
+        self.onServerRunning = onServerRunning
+    }
+
+    /// The port the server is listening on; nil until it runs.
+    public var boundPort: Int? { port.withLock { $0 } }
+
+    /// Serves until the calling task is cancelled or, inside a `ServiceGroup`,
+    /// until graceful shutdown; either way it stops gracefully (open
+    /// WebSockets are closed, requests in flight get at most 5 s). Throws
+    /// when the address cannot be bound.
+    public func run() async throws {
+        let app = makeApplication()
+        defer { port.withLock { $0 = nil } }
+        // As in ViewerServer: cancelling Hummingbird's server task aborts its
+        // accept loop, so the server runs in a group of its own whose graceful
+        // shutdown our cancellation triggers. (The unstructured task keeps our
+        // task-locals, so an enclosing ServiceGroup's graceful shutdown reaches it too.)
+        var groupConfiguration = ServiceGroupConfiguration(services: [app], logger: logger)
+        groupConfiguration.maximumGracefulShutdownDuration = .seconds(5)
+        let group = ServiceGroup(configuration: groupConfiguration)
+        let serving = Task { try await group.run() }
+        try await withTaskCancellationHandler {
+            try await serving.value
+        } onCancel: {
+            Task { await group.triggerGracefulShutdown() }
+        }
+    }
+
+    /// The HTTP responder alone (every route but the WebSocket), for tests.
+    func makeResponder() -> RESTResponder {
+        RESTResponder(services: services, maxBodySize: configuration.maxBodySize)
+    }
+
+    func makeApplication() -> some ApplicationProtocol {
+        let upgrade = SignallingUpgrade(services: services)
+        let webSocket = WebSocketServerConfiguration(
+            // Well above the 64 KiB the router reads, so a larger message is
+            // answered with an `error` rather than a dropped connection.
+            maxFrameSize: SignallingConnection.maxReadBytes,
+            autoPing: .enabled(timePeriod: .seconds(30)),
+            closeTimeout: .seconds(10)
+        )
+        return Application(
+            responder: makeResponder(),
+            server: .http1WebSocketUpgrade(configuration: .init(ws: webSocket)) { head, channel, logger in
+                await upgrade.shouldUpgrade(head, channel: channel, logger: logger)
+            },
+            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "camagent-router"),
+            onServerRunning: { [self] channel in
+                let bound = channel.localAddress?.port ?? configuration.port
+                port.withLock { $0 = bound }
+                await onServerRunning(bound)
+            },
+            logger: logger
+        )
+    }
+}

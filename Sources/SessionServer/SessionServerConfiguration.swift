@@ -1,0 +1,18 @@
+/// Where the router listens and how much it holds.
+public struct SessionServerConfiguration: Sendable, Equatable {
+    /// Address to bind: "127.0.0.1" (the default: this machine only), "0.0.0.0", "::", ...
+    public var host: String
+    /// TCP port; 0 asks the kernel for a free one (see `SessionServer.boundPort`).
+    public var port: Int
+    public var limits: RegistryLimits
+    /// Largest request body read (SDP offers, JSON); larger gets 413.
+    public var maxBodySize: Int
+
+    public init(host: String = "127.0.0.1", port: Int = 8090, limits: RegistryLimits = RegistryLimits(),
+                maxBodySize: Int = 64 * 1024) {
+        self.host = host
+        self.port = port
+        self.limits = limits
+        self.maxBodySize = maxBodySize
+    }
+}

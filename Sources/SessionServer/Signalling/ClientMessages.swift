@@ -1,0 +1,158 @@
+import FoundationEssentials
+
+/// The messages a client may send on the signalling WebSocket, decoded and
+/// checked. Anything else becomes a `SignallingRefusal`, answered with an
+/// `error` message; the connection stays open either way.
+enum ClientMessage: Equatable {
+    /// To every other connection, or to `to` alone.
+    case signal(signalType: String?, data: JSONValue, to: String?)
+    case publisherProperty(streamID: String, hasAudio: Bool?, hasVideo: Bool?)
+    case subscriberSettings(subscriberID: String, settings: SubscriberSettings)
+    case ping
+
+    /// Largest text message read; a larger one gets an `error` (413).
+    static let maxMessageBytes = 64 * 1024
+    /// Largest `signal` data, as JSON text.
+    static let maxSignalDataBytes = 8 * 1024
+    static let maxSignalTypeLength = 128
+    static let maxVideoWidth = 7680, maxVideoHeight = 4320
+    static let frameRates = 1.0...120.0
+
+    private struct Envelope: Decodable { var type: String? }
+
+    private struct SignalFields: Decodable {
+        var signalType: String?
+        var data: JSONValue?
+        var to: String?
+    }
+
+    private struct PublisherPropertyFields: Decodable {
+        var streamId: String
+        var hasAudio: Bool?
+        var hasVideo: Bool?
+    }
+
+    private struct Resolution: Decodable {
+        var width: Int
+        var height: Int
+    }
+
+    private struct SubscriberSettingsFields: Decodable {
+        var subscriberId: String
+        var subscribeToAudio: Bool?
+        var subscribeToVideo: Bool?
+        var subscribeToCaptions: Bool?
+        var preferredResolution: Resolution?
+        var preferredFrameRate: Double?
+    }
+
+    /// Decodes and checks one text message.
+    static func parse(_ text: String) throws(SignallingRefusal) -> ClientMessage {
+        let bytes = Data(text.utf8)
+        guard bytes.count <= maxMessageBytes else {
+            throw SignallingRefusal(413, "message of \(bytes.count) bytes; at most \(maxMessageBytes) are read")
+        }
+        let envelope: Envelope
+        do {
+            envelope = try JSONDecoder().decode(Envelope.self, from: bytes)
+        } catch {
+            throw SignallingRefusal(400, "not a JSON object: messages are JSON objects with a \"type\"")
+        }
+        guard let type = envelope.type else { throw SignallingRefusal(400, "the message has no \"type\"") }
+        switch type {
+        case "ping":
+            return .ping
+        case "signal":
+            let fields = try decode(SignalFields.self, bytes, type)
+            let data = fields.data ?? .string("")
+            let size = jsonText(data).utf8.count
+            guard size <= maxSignalDataBytes else {
+                throw SignallingRefusal(413, "signal data of \(size) bytes; at most \(maxSignalDataBytes) are sent")
+            }
+            if let signalType = fields.signalType, signalType.count > maxSignalTypeLength {
+                throw SignallingRefusal(400, "signalType longer than \(maxSignalTypeLength) characters")
+            }
+            return .signal(signalType: fields.signalType, data: data, to: fields.to)
+        case "publisherProperty":
+            let fields = try decode(PublisherPropertyFields.self, bytes, type)
+            guard fields.hasAudio != nil || fields.hasVideo != nil else {
+                throw SignallingRefusal(400, "publisherProperty needs hasAudio or hasVideo")
+            }
+            return .publisherProperty(streamID: fields.streamId, hasAudio: fields.hasAudio, hasVideo: fields.hasVideo)
+        case "subscriberSettings":
+            let fields = try decode(SubscriberSettingsFields.self, bytes, type)
+            if let r = fields.preferredResolution {
+                guard (1...maxVideoWidth).contains(r.width), (1...maxVideoHeight).contains(r.height) else {
+                    throw SignallingRefusal(400, "preferredResolution must be 1x1 to \(maxVideoWidth)x\(maxVideoHeight)")
+                }
+            }
+            if let rate = fields.preferredFrameRate {
+                guard frameRates.contains(rate) else {
+                    throw SignallingRefusal(400, "preferredFrameRate must be \(Int(frameRates.lowerBound)) to \(Int(frameRates.upperBound))")
+                }
+            }
+            let settings = SubscriberSettings(
+                subscribeToAudio: fields.subscribeToAudio, subscribeToVideo: fields.subscribeToVideo,
+                subscribeToCaptions: fields.subscribeToCaptions,
+                preferredResolution: fields.preferredResolution.map { ($0.width, $0.height) },
+                preferredFrameRate: fields.preferredFrameRate)
+            return .subscriberSettings(subscriberID: fields.subscriberId, settings: settings)
+        default:
+            throw SignallingRefusal(400, "unknown message type \"\(type.prefix(40))\"; the types are signal, publisherProperty, subscriberSettings, ping")
+        }
+    }
+
+    private static func decode<T: Decodable>(_ fields: T.Type, _ bytes: Data, _ type: String) throws(SignallingRefusal) -> T {
+        do {
+            return try JSONDecoder().decode(T.self, from: bytes)
+        } catch let error as DecodingError {
+            throw SignallingRefusal(400, "\(type): \(describe(error))")
+        } catch {
+            throw SignallingRefusal(400, "\(type): \(error)")
+        }
+    }
+}
+
+/// A client message refused: sent back as `{"type":"error","code":N,"message":"..."}`.
+struct SignallingRefusal: Error, Equatable {
+    var code: Int
+    var message: String
+
+    init(_ code: Int, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    init(_ error: RegistryError) {
+        self.init(error.status, error.description)
+    }
+
+    /// The `error` message as sent.
+    var messageText: String { jsonText(ServerMessage.Error(code: code, message: message)) }
+}
+
+/// A decoding error in words a client can act on: which field, what was wrong.
+func describe(_ error: DecodingError) -> String {
+    func path(_ context: DecodingError.Context) -> String {
+        let keys = context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }
+        return keys.isEmpty ? "the message" : "field \(keys.joined(separator: "."))"
+    }
+    switch error {
+    case .keyNotFound(let key, let context):
+        let parent = context.codingPath.isEmpty ? "" : " in \(path(context))"
+        return "field \(key.stringValue) is missing\(parent)"
+    case .typeMismatch(let type, let context): return "\(path(context)) is not a \(typeName(type))"
+    case .valueNotFound(let type, let context): return "\(path(context)) is null, a \(typeName(type)) is needed"
+    case .dataCorrupted(let context): return "\(path(context)): \(context.debugDescription)"
+    @unknown default: return "\(error)"
+    }
+}
+
+private func typeName(_ type: Any.Type) -> String {
+    switch type {
+    case is Bool.Type: "boolean"
+    case is String.Type: "string"
+    case is Int.Type, is Double.Type: "number"
+    default: "\(type)"
+    }
+}

@@ -1,0 +1,66 @@
+/// The messages the router sends on the signalling WebSocket, with the
+/// contract's names and fields (DESIGN.md "Sessions"). Each is JSON with a
+/// `type`; the registry encodes an event once and queues the same text for
+/// every connection it concerns.
+enum ServerMessage {
+    struct Connected: Encodable {
+        var type = "connected"
+        var connectionId: String
+        var capabilities: Capabilities
+        var mediaMode: MediaMode
+        /// The session's other connections at the moment of joining.
+        var connections: [ConnectionInfo]
+        var streams: [StreamInfo]
+    }
+
+    struct ConnectionCreated: Encodable {
+        var type = "connectionCreated"
+        var connection: ConnectionInfo
+    }
+
+    struct ConnectionDestroyed: Encodable {
+        var type = "connectionDestroyed"
+        var connectionId: String
+        var reason: ConnectionEndReason
+    }
+
+    struct StreamCreated: Encodable {
+        var type = "streamCreated"
+        var stream: StreamInfo
+    }
+
+    struct StreamDestroyed: Encodable {
+        var type = "streamDestroyed"
+        var streamId: String
+        var reason: StreamEndReason
+    }
+
+    struct StreamPropertyChanged: Encodable {
+        var type = "streamPropertyChanged"
+        var streamId: String
+        /// hasAudio, hasVideo, hasCaptions or videoDimensions.
+        var property: String
+        var oldValue: JSONValue
+        var newValue: JSONValue
+    }
+
+    struct Signal: Encodable {
+        var type = "signal"
+        /// The sender's own label for the signal (`signalType` in the client's message), when it gave one.
+        var signalType: String?
+        var data: JSONValue
+        /// The sending connection.
+        var from: String
+    }
+
+    struct Error: Encodable {
+        var type = "error"
+        /// An HTTP status code saying what kind of failure: 400 bad message, 403, 404, 413 too large, 503.
+        var code: Int
+        var message: String
+    }
+
+    struct Pong: Encodable {
+        var type = "pong"
+    }
+}

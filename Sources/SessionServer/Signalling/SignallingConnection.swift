@@ -1,0 +1,112 @@
+import HummingbirdWebSocket
+import Logging
+
+/// One client on the signalling WebSocket, from `connected` to its
+/// `connectionDestroyed`. Two tasks: the reader handles the client's
+/// messages one at a time; the writer sends what the registry queued in
+/// the connection's outbox (events and replies alike, so replies keep
+/// their place among events).
+struct SignallingConnection: Sendable {
+    let services: RouterServices
+    let sessionID: String
+    let claims: ClientTokenClaims
+
+    /// Longest a client message is read before it counts as broken: far
+    /// above the 64 KiB the router accepts, so a message between the two
+    /// gets an `error` and the connection stays.
+    static let maxReadBytes = 1 << 20
+
+    func run(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter, logger: Logger) async {
+        let outbox = Outbox()
+        let connection: ConnectionInfo
+        do {
+            connection = try services.registry.connect(
+                sessionID: sessionID, role: claims.role, data: claims.connectionData, outbox: outbox)
+        } catch {
+            // The session filled up (or went) between the upgrade check and now.
+            try? await outbound.write(.text(SignallingRefusal(error).messageText))
+            try? await outbound.close(.unknown(1013), reason: "try again later")  // 1013: try again later (RFC 6455 registry)
+            return
+        }
+        let connectionID = connection.connectionId
+        var connectionLogger = logger
+        connectionLogger[metadataKey: "session"] = "\(sessionID)"
+        connectionLogger[metadataKey: "connection"] = "\(connectionID)"
+        let logger = connectionLogger
+        logger.info("signalling connected", metadata: ["role": "\(claims.role.rawValue)"])
+
+        let reason = await withTaskGroup(of: Void.self) { group -> ConnectionEndReason in
+            group.addTask { await Self.write(outbox, to: outbound, logger: logger) }
+            var reason = ConnectionEndReason.clientDisconnected
+            do {
+                for try await message in inbound.messages(maxSize: Self.maxReadBytes) {
+                    handle(message, connectionID: connectionID, logger: logger)
+                }
+            } catch {
+                logger.debug("signalling read failed", metadata: ["error": "\(error)"])
+                reason = .networkDisconnected
+            }
+            if outbox.overflowed { reason = .networkDisconnected }
+            // A no-op after a forced disconnect: the registry already removed it.
+            let release = services.registry.disconnect(sessionID: sessionID, connectionID: connectionID, reason: reason)
+            services.release(release)
+            outbox.finish()
+            group.cancelAll()
+            return reason
+        }
+        logger.info("signalling closed", metadata: ["reason": "\(reason.rawValue)"])
+    }
+
+    /// Sends the outbox until it ends: on a forced disconnect with a close
+    /// frame carrying the reason; when the client stopped reading, with
+    /// policy violation.
+    private static func write(_ outbox: Outbox, to outbound: WebSocketOutboundWriter, logger: Logger) async {
+        do {
+            for await item in outbox.items {
+                switch item {
+                case .text(let text):
+                    try await outbound.write(.text(text))
+                case .close(let reason):
+                    try await outbound.close(.normalClosure, reason: reason)
+                    return
+                }
+            }
+            if outbox.overflowed {
+                logger.notice("signalling client is not reading its messages; closing it")
+                try await outbound.close(.policyViolation, reason: "too many messages queued")
+            }
+        } catch {
+            logger.debug("signalling write failed", metadata: ["error": "\(error)"])
+        }
+    }
+
+    private func handle(_ message: WebSocketMessage, connectionID: String, logger: Logger) {
+        let registry = services.registry
+        let parsed: ClientMessage
+        do {
+            switch message {
+            case .text(let text): parsed = try ClientMessage.parse(text)
+            case .binary: throw SignallingRefusal(400, "binary message: messages are JSON text")
+            }
+            switch parsed {
+            case .ping:
+                registry.reply(sessionID: sessionID, connectionID: connectionID, jsonText(ServerMessage.Pong()))
+            case .signal(let signalType, let data, let to):
+                try registry.signal(sessionID: sessionID, from: connectionID, to: to, signalType: signalType, data: data)
+            case .publisherProperty(let streamID, let hasAudio, let hasVideo):
+                try registry.setStreamProperties(
+                    sessionID: sessionID, streamID: streamID, requester: connectionID, hasAudio: hasAudio, hasVideo: hasVideo)
+            case .subscriberSettings(let subscriberID, let settings):
+                try registry.storeSubscriberSettings(
+                    sessionID: sessionID, connectionID: connectionID, subscriberID: subscriberID, settings: settings)
+            }
+        } catch let refusal as SignallingRefusal {
+            logger.debug("signalling message refused", metadata: ["code": "\(refusal.code)", "reason": "\(refusal.message)"])
+            registry.reply(sessionID: sessionID, connectionID: connectionID, refusal.messageText)
+        } catch let error as RegistryError {
+            registry.reply(sessionID: sessionID, connectionID: connectionID, SignallingRefusal(error).messageText)
+        } catch {
+            registry.reply(sessionID: sessionID, connectionID: connectionID, SignallingRefusal(500, "\(error)").messageText)
+        }
+    }
+}

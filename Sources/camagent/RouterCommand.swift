@@ -1,0 +1,119 @@
+import ArgumentParser
+import Foundation
+import Logging
+import ServiceLifecycle
+import SessionServer
+import Synchronization
+
+/// `camagent router`: the session router (DESIGN.md "Sessions"): sessions,
+/// tokens, the REST API and WebSocket signalling, until SIGINT or SIGTERM.
+struct RouterCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "router",
+        abstract: "Run the session router: sessions, tokens, REST API, WebSocket signalling.",
+        discussion: """
+        The secret file holds the key every token is signed with; it is created (mode 0600) on the \
+        first start. Mint tokens with `camagent token`, make sessions with `camagent session create`. \
+        Routed media is not wired yet: publish and subscribe answer 503.
+        Exit codes: 78 the secret file cannot be read or created, 84 the router cannot listen \
+        (address in use, no such address).
+        """)
+
+    @Option(help: "Address and port to listen on (HOST:PORT; [::]:PORT for IPv6).")
+    var listen = "127.0.0.1:8090"
+
+    @Option(help: "The secret file (created with a new random key when missing).")
+    var secretFile = "./camagent-router.secret"
+
+    @Option(help: "Most sessions the router holds.")
+    var maxSessions = RegistryLimits().maxSessions
+
+    @Option(help: "Most connections per session.")
+    var maxConnections = RegistryLimits().maxConnectionsPerSession
+
+    @Option(help: "Most streams per session.")
+    var maxStreams = RegistryLimits().maxStreamsPerSession
+
+    @Option(help: "Most subscribers per stream.")
+    var maxSubscribers = RegistryLimits().maxSubscribersPerStream
+
+    @OptionGroup var global: GlobalOptions
+
+    func validate() throws {
+        guard parseListenAddress(listen) != nil else {
+            throw ValidationError("--listen takes HOST:PORT, e.g. 127.0.0.1:8090 or [::]:8090")
+        }
+        for (name, value) in [("--max-sessions", maxSessions), ("--max-connections", maxConnections),
+                              ("--max-streams", maxStreams), ("--max-subscribers", maxSubscribers)] {
+            guard (1...100_000).contains(value) else { throw ValidationError("\(name) takes 1 to 100000") }
+        }
+    }
+
+    func run() throws {
+        let logger = global.makeLogger(label: "camagent.router")
+        let (host, port) = parseListenAddress(listen)!
+        let secret: RouterSecret
+        do { secret = try RouterSecret.load(orCreateAt: secretFile) } catch {
+            printError("camagent: \(error)")
+            throw ExitCode(ExitCodes.secretFileError)
+        }
+        printLine(secret.wasCreated ? "secret: created \(secretFile)" : "secret: \(secretFile)")
+
+        let limits = RegistryLimits(maxSessions: maxSessions, maxConnectionsPerSession: maxConnections,
+                                    maxStreamsPerSession: maxStreams, maxSubscribersPerStream: maxSubscribers)
+        let server = SessionServer(
+            configuration: SessionServerConfiguration(host: host, port: port, limits: limits),
+            secret: secret, mediaEngine: RouterMediaEngine(logger: logger), logger: logger)
+
+        // The server runs in a ServiceGroup that turns SIGINT and SIGTERM into
+        // a graceful shutdown; this thread waits for it to start, then to end.
+        let outcome = Mutex<(failure: String?, ended: Bool)>((nil, false))
+        let ended = DispatchSemaphore(value: 0)
+        Task.detached {
+            let group = ServiceGroup(configuration: .init(
+                services: [server], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+            do { try await group.run() } catch { outcome.withLock { $0.failure = explainSocketError(error) } }
+            outcome.withLock { $0.ended = true }
+            ended.signal()
+        }
+        let deadline = Date().addingTimeInterval(15)
+        while server.boundPort == nil {
+            let state = outcome.withLock { $0 }
+            if state.ended || Date() > deadline {
+                let why = state.failure ?? (state.ended ? "the server stopped at once" : "not listening after 15 s")
+                printError("camagent: the router cannot listen on \(listen): \(why)")
+                throw ExitCode(ExitCodes.listenFailed)
+            }
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+        var shownHost = host
+        if shownHost.contains(":") { shownHost = "[\(shownHost)]" }
+        printLine("router: listening on http://\(shownHost):\(server.boundPort ?? port)")
+        ended.wait()  // until SIGINT/SIGTERM, or the server failing
+        if let failure = outcome.withLock({ $0.failure }) {
+            printError("camagent: the router stopped: \(failure)")
+            throw ExitCode(ExitCodes.driverError)
+        }
+    }
+}
+
+/// A line on stdout, written at once with write(2) on fd 1 (stdout is a
+/// pipe for scripts and tests, where a buffered line would wait).
+func printLine(_ line: String) {
+    let text = line + "\n"
+    _ = text.utf8CString.withUnsafeBufferPointer { write(1, $0.baseAddress, $0.count - 1) }
+}
+
+/// SwiftNIO's socket errors read "bind(descriptor:ptr:bytes:): ... (errno: 98)";
+/// the errno's own words say it better.
+func explainSocketError(_ error: any Error) -> String {
+    let text = "\(error)"
+    guard let range = text.range(of: "(errno: "), let end = text[range.upperBound...].firstIndex(of: ")"),
+          let code = Int32(text[range.upperBound..<end]) else { return text }
+    return String(cString: strerror(code))
+}
+
+extension ExitCodes {
+    /// The router's secret file is missing (token, session), unreadable, or cannot be created (router).
+    static let secretFileError: Int32 = 78
+}
