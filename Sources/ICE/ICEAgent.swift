@@ -294,6 +294,15 @@ public final class ICEAgent {
         return true
     }
 
+    /// A lite agent's peer proved alive another way: authenticated media
+    /// (SRTP) arrived on the selected pair. Some full agents (libnice, in
+    /// GStreamer's webrtcbin) send no consent checks to a lite peer, only
+    /// media, so for a lite agent that receives media, media counts as consent.
+    public func peerProvedAlive(now: Double) {
+        guard lite, selectedPair != nil else { return }
+        lastConsent = now
+    }
+
     /// Pacing (Ta), retransmissions (RTO), nomination, consent freshness, timeouts.
     public func tick(now: Double) { service(now: now) }
 

@@ -123,18 +123,42 @@ public struct ViewerAnswer: Sendable {
     public static func setup(answering theirs: String) -> String { theirs == "passive" ? "active" : "passive" }
 
     /// The answer: every offered section in order, those we send on with
-    /// `direction` and one codec, the others rejected (port 0); ICE-lite, one
+    /// `direction` and one codec, other audio and video sections inactive,
+    /// the rest (data channels) rejected (port 0); ICE-lite, one
     /// BUNDLE transport, rtcp-mux, all candidates.
     public func sessionDescription(answering offer: ViewerOffer, sessionID: UInt64) -> SessionDescription {
+        // An audio or video section we have nothing for is answered inactive
+        // with its first codec rather than rejected: aiortc refuses an answer
+        // with a rejected (port 0) media section, and JSEP allows both.
+        let idle = offer.sections.indices.filter { i in
+            let s = offer.sections[i]
+            return !tracks.contains { $0.sectionIndex == i } && (s.kind == "audio" || s.kind == "video")
+                && !s.codecs.isEmpty && s.mid != nil
+        }
         // In the offer's order: the first mid is the BUNDLE tag, and it must be the offerer's (JSEP).
-        let accepted = offer.sections.indices.filter { i in tracks.contains { $0.sectionIndex == i } }
+        let accepted = offer.sections.indices.filter { i in tracks.contains { $0.sectionIndex == i } || idle.contains(i) }
             .compactMap { offer.sections[$0].mid }
         var session = SessionDescription(sessionID: sessionID, sessionName: "camagent", attributes: [
             SDPAttribute("ice-lite"),
             SDPAttribute("group", "BUNDLE " + accepted.joined(separator: " ")),
             SDPAttribute("msid-semantic", " WMS \(streamID)"),
         ])
+        let transport = [
+            SDPAttribute("rtcp", "9 IN IP4 0.0.0.0"),
+            SDPAttribute("ice-ufrag", iceUfrag), SDPAttribute("ice-pwd", icePwd),
+            SDPAttribute("fingerprint", "sha-256 \(fingerprint)"), SDPAttribute("setup", setup),
+        ]
         for (index, section) in offer.sections.enumerated() {
+            if idle.contains(index) {
+                var m = MediaDescription(kind: section.kind, formats: [], attributes: [])
+                m.connection = "IN IP4 0.0.0.0"
+                m.attributes += transport
+                if let mid = section.mid { m.attributes.append(SDPAttribute("mid", mid)) }
+                m.attributes += [SDPAttribute("inactive"), SDPAttribute("rtcp-mux")]
+                m.add(section.codecs[0])
+                session.media.append(m)
+                continue
+            }
             guard let track = tracks.first(where: { $0.sectionIndex == index }) else {
                 var rejected = MediaDescription(kind: section.kind, port: 0, proto: section.proto,
                                                 formats: section.formats.isEmpty ? ["0"] : section.formats,
@@ -147,11 +171,7 @@ public struct ViewerAnswer: Sendable {
             }
             var m = MediaDescription(kind: section.kind, formats: [], attributes: [])
             m.connection = "IN IP4 0.0.0.0"
-            m.attributes += [
-                SDPAttribute("rtcp", "9 IN IP4 0.0.0.0"),
-                SDPAttribute("ice-ufrag", iceUfrag), SDPAttribute("ice-pwd", icePwd),
-                SDPAttribute("fingerprint", "sha-256 \(fingerprint)"), SDPAttribute("setup", setup),
-            ]
+            m.attributes += transport
             if let mid = section.mid { m.attributes.append(SDPAttribute("mid", mid)) }
             let sending = direction != "recvonly"
             m.attributes.append(SDPAttribute(direction))

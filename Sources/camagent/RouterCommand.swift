@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import Publisher
 import ServiceLifecycle
 import SessionServer
 import Synchronization
@@ -14,7 +15,8 @@ struct RouterCommand: ParsableCommand {
         discussion: """
         The secret file holds the key every token is signed with; it is created (mode 0600) on the \
         first start. Mint tokens with `camagent token`, make sessions with `camagent session create`. \
-        Routed media is not wired yet: publish and subscribe answer 503.
+        Publishers send over WHIP into a routed session; the router forwards their media, undecoded, \
+        to each subscriber (WHEP).
         Exit codes: 78 the secret file cannot be read or created, 84 the router cannot listen \
         (address in use, no such address).
         """)
@@ -37,6 +39,15 @@ struct RouterCommand: ParsableCommand {
     @Option(help: "Most subscribers per stream.")
     var maxSubscribers = RegistryLimits().maxSubscribersPerStream
 
+    @Option(help: "Seconds without ICE consent from a publisher before its stream ends (networkDisconnected).")
+    var publisherTimeout = 15.0
+
+    @Option(help: "Seconds without ICE consent from a subscriber before it is dropped.")
+    var subscriberTimeout = 30.0
+
+    @Flag(help: "Offer loopback addresses as ICE candidates (peers on the same host).")
+    var loopbackCandidates = false
+
     @OptionGroup var global: GlobalOptions
 
     func validate() throws {
@@ -46,6 +57,9 @@ struct RouterCommand: ParsableCommand {
         for (name, value) in [("--max-sessions", maxSessions), ("--max-connections", maxConnections),
                               ("--max-streams", maxStreams), ("--max-subscribers", maxSubscribers)] {
             guard (1...100_000).contains(value) else { throw ValidationError("\(name) takes 1 to 100000") }
+        }
+        for (name, value) in [("--publisher-timeout", publisherTimeout), ("--subscriber-timeout", subscriberTimeout)] {
+            guard (2...600).contains(value) else { throw ValidationError("\(name) takes 2 to 600 seconds") }
         }
     }
 
@@ -61,9 +75,20 @@ struct RouterCommand: ParsableCommand {
 
         let limits = RegistryLimits(maxSessions: maxSessions, maxConnectionsPerSession: maxConnections,
                                     maxStreamsPerSession: maxStreams, maxSubscribersPerStream: maxSubscribers)
+        var media = RouterMediaSettings()
+        media.maxSubscribersPerStream = maxSubscribers
+        media.publisherConsentTimeout = publisherTimeout
+        media.subscriberConsentTimeout = subscriberTimeout
+        media.includeLoopbackCandidates = loopbackCandidates
+        let streams: StreamRouter
+        do { streams = try StreamRouter(settings: media, logger: logger) } catch {
+            printError("camagent: the router's media side cannot start: \(error)")
+            throw ExitCode(ExitCodes.driverError)
+        }
+        defer { streams.stopAll() }
         let server = SessionServer(
             configuration: SessionServerConfiguration(host: host, port: port, limits: limits),
-            secret: secret, mediaEngine: RouterMediaEngine(logger: logger), logger: logger)
+            secret: secret, mediaEngine: RouterMediaEngine(router: streams), logger: logger)
 
         // The server runs in a ServiceGroup that turns SIGINT and SIGTERM into
         // a graceful shutdown; this thread waits for it to start, then to end.

@@ -1,27 +1,48 @@
-import Logging
+import Publisher
 import SessionServer
 
-/// The media engine `camagent router` gives its SessionServer.
-///
-/// PLACEHOLDER: routed media is not wired yet. Every publish and subscribe
-/// is refused with `.unavailable` (the router answers 503), so sessions,
-/// tokens and signalling work while the media side is built. The media
-/// layer replaces this file's body with its engine; nothing else in the
-/// command needs to change.
+/// The router's media, as the session server asks for it: `StreamRouter`
+/// forwards what publishers send (WHIP) to subscribers (WHEP).
 struct RouterMediaEngine: SessionMediaEngine {
-    init(logger: Logger) {}
+    let router: StreamRouter
 
-    func publish(streamID: String, offer: String, events: @escaping @Sendable (MediaEvent) -> Void) throws(MediaEngineError) -> PublishedMedia {
-        throw .unavailable("routed media is not wired yet")
+    func publish(streamID: String, offer: String,
+                 events: @escaping @Sendable (MediaEvent) -> Void) throws(MediaEngineError) -> PublishedMedia {
+        do {
+            let published = try router.publish(streamID: streamID, offer: offer) { event in
+                switch event {
+                case .ended(let reason): events(.ended(reason: reason))
+                case .videoDimensions(let width, let height): events(.videoDimensions(width: width, height: height))
+                }
+            }
+            return PublishedMedia(answer: published.answer, hasAudio: published.hasAudio, hasVideo: published.hasVideo)
+        } catch {
+            throw Self.mediaError(error)
+        }
     }
 
-    func unpublish(streamID: String) {}
+    func unpublish(streamID: String) { router.unpublish(streamID: streamID) }
 
-    func subscribe(streamID: String, subscriberID: String, offer: String, ended: @escaping @Sendable (String) -> Void) throws(MediaEngineError) -> String {
-        throw .unavailable("routed media is not wired yet")
+    func subscribe(streamID: String, subscriberID: String, offer: String,
+                   ended: @escaping @Sendable (String) -> Void) throws(MediaEngineError) -> String {
+        do { return try router.subscribe(streamID: streamID, subscriberID: subscriberID, offer: offer, ended: ended) } catch {
+            throw Self.mediaError(error)
+        }
     }
 
-    func unsubscribe(subscriberID: String) {}
+    func unsubscribe(subscriberID: String) { router.unsubscribe(subscriberID: subscriberID) }
 
-    var counters: ForwardingCounters { ForwardingCounters() }
+    var counters: ForwardingCounters {
+        let c = router.counters
+        return ForwardingCounters(packetsForwarded: c.packetsForwarded, bytesForwarded: c.bytesForwarded,
+                                  packetsDropped: c.packetsDropped)
+    }
+
+    private static func mediaError(_ error: RoutingError) -> MediaEngineError {
+        switch error {
+        case .badOffer(let r): .badOffer(r)
+        case .noCommonCodec(let r): .noCommonCodec(r)
+        case .noSuchStream, .streamExists, .tooManySubscribers, .connection: .unavailable(error.description)
+        }
+    }
 }

@@ -13,6 +13,15 @@ status it got back, read from Chromium's net log (--log-net-log; DevTools does
 not see the keepalive request a leaving page makes).
 
     viewer_chromium.py URL --out DIR [--settle S] [--timeout S] [--frames N]
+                       [--video-selector CSS] [--state-selector CSS] [--fake-media] [--hold S]
+
+--video-selector/--state-selector name the <video> to grab and the element whose
+text is the connection state (default #video and #state: the viewer page; the
+router's session page has one tile per stream: `.stream video`, `.stream .state`).
+--fake-media gives the page Chromium's fake camera and microphone (a moving
+pattern and a beep), for a page that publishes. --hold S stays on the page S
+seconds after the grabs (a peer subscribes to what the page publishes meanwhile);
+the report then also has the page's window.sessionState.
 
 prints one JSON object: the #state values seen in order, the final state, the
 page's window.viewerStats and #stats text, for each grabbed frame its size and
@@ -70,8 +79,8 @@ CHROMIUM_FLAGS = [
 # The <video> drawn into a canvas; luma (BT.601) computed in the page to keep the
 # transfer small; base64 of width*height bytes.
 GRAB_JS = r"""
-(() => {
-  const v = document.getElementById("video");
+((selector) => {
+  const v = document.querySelector(selector);
   if (!v || !v.videoWidth) return null;
   const c = document.createElement("canvas");
   c.width = v.videoWidth; c.height = v.videoHeight;
@@ -85,7 +94,7 @@ GRAB_JS = r"""
   let s = "";
   for (let i = 0; i < y.length; i += 0x8000) s += String.fromCharCode.apply(null, y.subarray(i, i + 0x8000));
   return { width: c.width, height: c.height, currentTime: v.currentTime, luma: btoa(s) };
-})()
+})(%s)
 """
 
 
@@ -234,8 +243,11 @@ class DevTools:
         return result["result"].get("value")
 
 
-async def view(url, out, *, connect_timeout=30.0, settle=3.0, frames=2, chromium=None, refuse_extensions=()):
+async def view(url, out, *, connect_timeout=30.0, settle=3.0, frames=2, chromium=None, refuse_extensions=(),
+               video_selector="#video", state_selector="#state", hold=0.0):
     """Opens URL in headless Chromium and reports what the viewer page shows (see module doc)."""
+    state_js = ("(() => { const e = document.querySelector(%s); return e ? e.textContent : null; })()"
+                % json.dumps(state_selector))
     os.makedirs(out, exist_ok=True)
     report = {"url": url, "states": [], "frames": []}
     with (chromium or Chromium()) as browser:
@@ -248,8 +260,7 @@ async def view(url, out, *, connect_timeout=30.0, settle=3.0, frames=2, chromium
             deadline = time.time() + connect_timeout
             state = None
             while time.time() < deadline:
-                state = await dt.evaluate(
-                    "(() => { const e = document.getElementById('state'); return e ? e.textContent : null; })()")
+                state = await dt.evaluate(state_js)
                 if state is not None and (not report["states"] or report["states"][-1] != state):
                     report["states"].append(state)
                 if state in ("connected", "failed"):
@@ -260,7 +271,7 @@ async def view(url, out, *, connect_timeout=30.0, settle=3.0, frames=2, chromium
                 for index in range(frames):
                     if index:
                         await asyncio.sleep(1.0)
-                    grab = await dt.evaluate(GRAB_JS)
+                    grab = await dt.evaluate(GRAB_JS % json.dumps(video_selector))
                     if grab is None:
                         report["frames"].append(None)
                         continue
@@ -270,7 +281,10 @@ async def view(url, out, *, connect_timeout=30.0, settle=3.0, frames=2, chromium
                     np.save(path, luma)
                     report["frames"].append({"width": w, "height": h, "currentTime": grab["currentTime"],
                                              "counter": decode_counter(luma), "luma": path})
-            report["finalState"] = await dt.evaluate("document.getElementById('state').textContent")
+            if hold > 0:
+                await asyncio.sleep(hold)
+                report["session"] = await dt.evaluate("window.sessionState || null")
+            report["finalState"] = await dt.evaluate(state_js)
             report["answer"] = await dt.evaluate("window.__answerSDP || null")
             report["stats"] = await dt.evaluate("window.viewerStats || null")
             report["statsText"] = await dt.evaluate(
@@ -299,9 +313,16 @@ def main(argv=None):
     parser.add_argument("--frames", type=int, default=2, help="frames to grab, one second apart")
     parser.add_argument("--refuse-extension", action="append", default=[], metavar="URI",
                         help="strip this RTP header extension from the page's offer (repeatable)")
+    parser.add_argument("--video-selector", default="#video", help="CSS selector of the <video> to grab")
+    parser.add_argument("--state-selector", default="#state", help="CSS selector of the connection state's element")
+    parser.add_argument("--fake-media", action="store_true", help="Chromium's fake camera and microphone")
+    parser.add_argument("--hold", type=float, default=0.0, help="seconds to stay on the page after the grabs")
     args = parser.parse_args(argv)
+    chromium = Chromium(extra_flags=["--use-fake-device-for-media-stream"] if args.fake_media else ())
     report = asyncio.run(view(args.url, args.out, connect_timeout=args.timeout, settle=args.settle,
-                              frames=args.frames, refuse_extensions=args.refuse_extension))
+                              frames=args.frames, chromium=chromium, refuse_extensions=args.refuse_extension,
+                              video_selector=args.video_selector, state_selector=args.state_selector,
+                              hold=args.hold))
     print(json.dumps(report))
 
 

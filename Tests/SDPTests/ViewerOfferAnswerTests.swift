@@ -123,7 +123,13 @@ struct ViewerOfferAnswerTests {
         let offer = try ViewerOffer(try SessionDescription(parsing: vp9Only))
         #expect(offer.accepting("video", codec: .vp8) == nil)
         let (_, parsed) = Self.answer(offer)
-        #expect(parsed.media[0].port == 0 && parsed.value("group") == "BUNDLE 1")
+        // Answered inactive, not rejected (aiortc refuses port 0), with what
+        // aiortc checks in every section: ICE credentials, DTLS role, rtcp-mux, a codec.
+        let idle = parsed.media[0]
+        #expect(idle.port != 0 && idle.direction == "inactive" && parsed.value("group") == "BUNDLE 0 1")
+        #expect(idle.value("ice-ufrag") == "srv1" && idle.value("ice-pwd") == "serverpasswordserverpass")
+        #expect(idle.value("setup") == "passive" && idle.attributes.contains { $0.name == "rtcp-mux" })
+        #expect(idle.codecs.map(\.name) == ["VP9"] && idle.values("ssrc").isEmpty)
     }
 
     @Test(arguments: [

@@ -371,6 +371,7 @@ final class PeerTransport: @unchecked Sendable {   // `run` state belongs to the
             logger.debug("RTP dropped: \(error)")
             return
         }
+        agent.peerProvedAlive(now: now)   // authenticated media: the publisher is there
         feedback.removeAll(keepingCapacity: true)
         receiver.receive(rtp: rtpBuffer[...], now: now, feedback: &feedback)
         if !feedback.isEmpty { sendRTCP(feedback) }
