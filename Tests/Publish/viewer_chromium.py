@@ -19,7 +19,8 @@ not see the keepalive request a leaving page makes).
 text is the connection state (default #video and #state: the viewer page; the
 router's session page has one tile per stream: `.stream video`, `.stream .state`).
 --fake-media gives the page Chromium's fake camera and microphone (a moving
-pattern and a beep), for a page that publishes. --hold S stays on the page S
+pattern and a beep), for a page that publishes; --treat-as-secure ORIGIN lets an
+http:// page have them (browsers give the camera only to secure origins). --hold S stays on the page S
 seconds after the grabs (a peer subscribes to what the page publishes meanwhile);
 the report then also has the page's window.sessionState.
 
@@ -316,9 +317,14 @@ def main(argv=None):
     parser.add_argument("--video-selector", default="#video", help="CSS selector of the <video> to grab")
     parser.add_argument("--state-selector", default="#state", help="CSS selector of the connection state's element")
     parser.add_argument("--fake-media", action="store_true", help="Chromium's fake camera and microphone")
+    parser.add_argument("--treat-as-secure", metavar="ORIGIN",
+                        help="an http:// origin Chromium treats as secure (camera access needs a secure origin)")
     parser.add_argument("--hold", type=float, default=0.0, help="seconds to stay on the page after the grabs")
     args = parser.parse_args(argv)
-    chromium = Chromium(extra_flags=["--use-fake-device-for-media-stream"] if args.fake_media else ())
+    flags = ["--use-fake-device-for-media-stream"] if args.fake_media else []
+    if args.treat_as_secure:
+        flags.append(f"--unsafely-treat-insecure-origin-as-secure={args.treat_as_secure}")
+    chromium = Chromium(extra_flags=flags)
     report = asyncio.run(view(args.url, args.out, connect_timeout=args.timeout, settle=args.settle,
                               frames=args.frames, chromium=chromium, refuse_extensions=args.refuse_extension,
                               video_selector=args.video_selector, state_selector=args.state_selector,

@@ -33,6 +33,9 @@ struct RESTResponder: HTTPResponder {
         let method = request.method
         if method == .options { return preflight() }
         switch parts.count {
+        case 0:
+            try only(method, .get, .head)
+            return page(head: method == .head)
         case 1 where parts[0] == "metrics":
             try only(method, .get, .head)
             return metrics(head: method == .head)
@@ -252,6 +255,21 @@ struct RESTResponder: HTTPResponder {
             throw APIError(400, "the offer is empty or not UTF-8 text")
         }
         return offer
+    }
+
+    // MARK: The session page
+
+    /// The page itself is public: what it shows needs the token in its address.
+    private func page(head: Bool) -> Response {
+        var headers = corsHeaders
+        headers[.contentType] = "text/html; charset=utf-8"
+        headers[.cacheControl] = "no-store"
+        let buffer = ByteBuffer(string: sessionPageHTML)
+        if head {
+            headers[.contentLength] = String(buffer.readableBytes)
+            return Response(status: .ok, headers: headers)
+        }
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: buffer))
     }
 
     // MARK: Metrics

@@ -1,0 +1,69 @@
+"""The router's session page in headless Chromium, while camagent publishes into the session.
+
+The page joins with a moderator token, subscribes to camagent's stream (its pixels are
+grabbed and the test pattern's frame counter must advance) and publishes Chromium's fake
+camera and microphone (`--use-fake-device-for-media-stream`) into the same session, which
+an aiortc subscriber decodes. Each side decodes the other. In the test's own network
+namespace; every wait has a timeout.
+"""
+import json
+import os
+
+import numpy as np
+
+from pattern import decode_counter
+from publish_support import PY, HERE, track_brief
+from router_support import Router
+from test_router_media import start_camagent_publisher, start_subscriber, subscriber_result
+from viewer_checks import chromium_or_fail
+
+
+
+def test_the_session_page_and_camagent_each_decode_the_other(net, workdir):
+    chromium_or_fail()
+
+    router = Router(net, workdir)
+    session = router.create_session()
+    url = router.session_url(session)
+    camagent = start_camagent_publisher(net, workdir, url, router.token(session, "publisher"), duration=45)
+    camagent_stream = router.wait_for_streams(session, 1)[0]
+
+    page = f"{router.base}/?session={session}&token={router.token(session, 'moderator')}&publish=1"
+    out = os.path.join(workdir, "chromium")
+    browser = net.start([PY, os.path.join(HERE, "viewer_chromium.py"), page, "--out", out, "--timeout", "40",
+                         "--settle", "3", "--frames", "2", "--fake-media", "--treat-as-secure", router.base, "--hold", "14",
+                         "--video-selector", ".stream video", "--state-selector", ".stream .state"],
+                        "chromium", workdir)
+
+    # Chromium's own stream appears beside camagent's; an aiortc subscriber decodes it.
+    try:
+        streams = router.wait_for_streams(session, 2, timeout=60)
+    except AssertionError as e:
+        browser.wait(timeout=120)
+        raise AssertionError(f"{e}\nthe page's report: {browser.stdout.read()[-4000:]}\n"
+                             + open(browser.log_path).read()[-2000:]) from None
+    page_stream = next(s for s in streams if s["streamId"] != camagent_stream["streamId"])
+    assert page_stream["hasVideo"] and page_stream["hasAudio"], streams
+    subscriber = start_subscriber(net, workdir, f"{url}/streams/{page_stream['streamId']}/subscribe",
+                                  router.token(session, "subscriber"), "sub-page", duration=6)
+    summary = subscriber_result(subscriber, router)
+    video = summary["video"][0]
+    assert video["frames"] >= 30 and set(video["sizes"]) == {"640x480"}, track_brief(video)
+    assert summary["audio"][0]["frames"] >= 100, track_brief(summary["audio"][0])
+
+    browser.wait(timeout=150)
+    stdout = browser.stdout.read()
+    assert browser.returncode == 0, f"viewer_chromium.py exit {browser.returncode}:\n" + open(browser.log_path).read()[-3000:]
+    report = json.loads(stdout.strip().splitlines()[-1])
+    brief = {k: v for k, v in report.items() if k not in ("chromiumLog", "answer")}
+    assert report["states"][-1] == "connected", json.dumps(brief, indent=1)
+    frames = report["frames"]
+    assert len(frames) == 2 and all(frames), brief
+    assert (frames[0]["width"], frames[0]["height"]) == (640, 480), brief
+    counters = [decode_counter(np.load(f["luma"])) for f in frames]
+    assert None not in counters and counters[1] > counters[0], counters
+    session_state = report["session"]
+    assert session_state["capabilities"] == {"publish": True, "subscribe": True, "forceDisconnect": True,
+                                             "captions": True}, session_state
+    assert session_state["publishing"]["state"] == "connected", session_state
+    assert session_state["streams"][camagent_stream["streamId"]]["stats"]["framesDecoded"] > 30, session_state
