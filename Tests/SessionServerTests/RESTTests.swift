@@ -357,6 +357,32 @@ struct RESTMediaTests {
         }
     }
 
+    @Test("only the token that published (or subscribed) ends it; a moderator forces it (forceUnpublished); others get 403")
+    func deleteOwnership() async throws {
+        let f = RouterFixture()
+        let sid = try f.session()
+        let watcher = Outbox()
+        _ = try f.registry.connect(sessionID: sid, role: .subscriber, data: "", outbox: watcher)
+        let owner = try await f.client(sid, .publisher), intruder = try await f.client(sid, .publisher)
+        let moderator = try await f.client(sid, .moderator)
+        let viewer = try await f.client(sid, .subscriber), otherViewer = try await f.client(sid, .subscriber)
+        try await f.test { client in
+            let published = try await client.execute(uri: "/v2/sessions/\(sid)/publish", method: .post, headers: sdpHeaders(owner), body: offer)
+            let location = try #require(published.headers[.location])
+            let streamID = String(location.split(separator: "/").last!)
+            let subscribed = try await client.execute(uri: "/v2/sessions/\(sid)/streams/\(streamID)/subscribe", method: .post,
+                                                      headers: sdpHeaders(viewer), body: offer)
+            let subscriberLocation = try #require(subscribed.headers[.location])
+
+            try expectError(try await client.execute(uri: location, method: .delete, headers: bearer(intruder)), 403, "token that published")
+            try expectError(try await client.execute(uri: subscriberLocation, method: .delete, headers: bearer(otherViewer)), 403, "token that subscribed")
+            #expect(try await client.execute(uri: subscriberLocation, method: .delete, headers: bearer(viewer)).status == .noContent)
+            #expect(try await client.execute(uri: location, method: .delete, headers: bearer(moderator)).status == .noContent)
+        }
+        let destroyed = messages(await drain(watcher)).first { $0["type"] as? String == "streamDestroyed" }
+        #expect(destroyed?["reason"] as? String == "forceUnpublished")
+    }
+
     @Test("the engine's events: videoDimensions changes the stream, ended destroys it with that reason")
     func mediaEvents() async throws {
         let f = RouterFixture()

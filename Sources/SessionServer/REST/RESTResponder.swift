@@ -168,7 +168,7 @@ struct RESTResponder: HTTPResponder {
         do {
             announced = try registry.announceStream(
                 sessionID: sessionID, streamID: streamID, publisher: publisher, name: name,
-                hasAudio: media.hasAudio, hasVideo: media.hasVideo, videoType: .camera)
+                hasAudio: media.hasAudio, hasVideo: media.hasVideo, videoType: .camera, tokenID: claims.tokenID)
         } catch {
             services.media.unpublish(streamID: streamID)
             throw APIError(error)
@@ -198,9 +198,24 @@ struct RESTResponder: HTTPResponder {
         }
     }
 
+    /// WHIP's DELETE. Stream ids are announced to the whole session, so the
+    /// id alone is no proof of ownership: the token that published may end
+    /// the stream (clientDisconnected), a moderator or the project may force
+    /// it (forceUnpublished), nobody else.
     private func unpublish(_ request: Request, _ context: Context, sessionID: String, streamID: String) async throws(APIError) -> Response {
-        _ = try await services.authorize(token: token(request), .session(sessionID, needs: .publish))
-        guard let release = registry.removeStream(sessionID: sessionID, streamID: streamID, reason: .clientDisconnected) else {
+        let caller = try await services.authorize(token: token(request), .session(sessionID, needs: nil))
+        guard let publisherTokenID = registry.streamPublisherTokenID(sessionID: sessionID, streamID: streamID) else {
+            throw APIError(RegistryError.noSuchStream(streamID))
+        }
+        let reason: StreamEndReason
+        if case .client(let claims) = caller, claims.tokenID == publisherTokenID {
+            reason = .clientDisconnected
+        } else if caller.capabilities.forceDisconnect {
+            reason = .forceUnpublished
+        } else {
+            throw APIError(403, "only the token that published stream \(streamID), a moderator or the project may end it")
+        }
+        guard let release = registry.removeStream(sessionID: sessionID, streamID: streamID, reason: reason) else {
             throw APIError(RegistryError.noSuchStream(streamID))
         }
         services.release(release)
@@ -209,7 +224,7 @@ struct RESTResponder: HTTPResponder {
     }
 
     private func subscribe(_ request: Request, _ context: Context, sessionID: String, streamID: String) async throws(APIError) -> Response {
-        _ = try await services.authorize(token: token(request), .session(sessionID, needs: .subscribe))
+        let caller = try await services.authorize(token: token(request), .session(sessionID, needs: .subscribe))
         let offer = try await readOffer(request)
         let subscriberID: String
         do { subscriberID = try registry.reserveSubscriber(sessionID: sessionID, streamID: streamID) } catch { throw APIError(error) }
@@ -226,7 +241,8 @@ struct RESTResponder: HTTPResponder {
             registry.cancelSubscriber(sessionID: sessionID, streamID: streamID, subscriberID: subscriberID)
             throw APIError(error)
         }
-        guard registry.confirmSubscriber(sessionID: sessionID, streamID: streamID, subscriberID: subscriberID) else {
+        let tokenID = if case .client(let claims) = caller { claims.tokenID } else { String?.none }
+        guard registry.confirmSubscriber(sessionID: sessionID, streamID: streamID, subscriberID: subscriberID, tokenID: tokenID) else {
             services.media.unsubscribe(subscriberID: subscriberID)
             throw APIError(RegistryError.noSuchStream(streamID))
         }
@@ -234,8 +250,16 @@ struct RESTResponder: HTTPResponder {
         return sdp(.created, answer, location: "/v2/sessions/\(sessionID)/streams/\(streamID)/subscribe/\(subscriberID)")
     }
 
+    /// WHEP's DELETE: by the token that subscribed, a moderator or the project.
     private func unsubscribe(_ request: Request, _ context: Context, sessionID: String, streamID: String, subscriberID: String) async throws(APIError) -> Response {
-        _ = try await services.authorize(token: token(request), .session(sessionID, needs: .subscribe))
+        let caller = try await services.authorize(token: token(request), .session(sessionID, needs: nil))
+        guard let subscriberTokenID = registry.subscriberTokenID(sessionID: sessionID, streamID: streamID, subscriberID: subscriberID) else {
+            throw APIError(RegistryError.noSuchSubscriber(subscriberID))
+        }
+        let isOwn = if case .client(let claims) = caller { claims.tokenID == subscriberTokenID } else { false }
+        guard isOwn || caller.capabilities.forceDisconnect else {
+            throw APIError(403, "only the token that subscribed, a moderator or the project may end subscriber \(subscriberID)")
+        }
         guard registry.removeSubscriber(sessionID: sessionID, streamID: streamID, subscriberID: subscriberID) else {
             throw APIError(RegistryError.noSuchSubscriber(subscriberID))
         }

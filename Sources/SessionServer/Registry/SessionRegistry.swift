@@ -22,8 +22,9 @@ public final class SessionRegistry: Sendable {
 
     private struct State {
         var sessions: [String: SessionState] = [:]
-        /// Every subscriber, to its session and stream (ids are unique router-wide).
-        var subscribers: [String: (sessionID: String, streamID: String)] = [:]
+        /// Every subscriber, to its session and stream (ids are unique
+        /// router-wide) and the `jti` of the token that subscribed.
+        var subscribers: [String: (sessionID: String, streamID: String, tokenID: String?)] = [:]
     }
 
     private struct SessionState {
@@ -65,6 +66,8 @@ public final class SessionRegistry: Sendable {
         /// The stream's publisher is a bare WHIP client whose connection
         /// exists only for this stream: it goes when the stream goes.
         var ownsConnection: Bool
+        /// The `jti` of the token whose WHIP POST made it (nil: made otherwise).
+        var publisherTokenID: String?
     }
 
     private struct PendingStream {
@@ -250,7 +253,8 @@ public final class SessionRegistry: Sendable {
     /// to let go of. Throws when the publisher's connection is gone or there
     /// is no room for a bare client's connection any more.
     func announceStream(sessionID: String, streamID: String, publisher: Publisher, name: String,
-                        hasAudio: Bool, hasVideo: Bool, videoType: VideoType) throws(RegistryError) -> (StreamInfo, MediaRelease?) {
+                        hasAudio: Bool, hasVideo: Bool, videoType: VideoType,
+                        tokenID: String? = nil) throws(RegistryError) -> (StreamInfo, MediaRelease?) {
         let created = now()
         let (info, endedEarly) = try state.withLock { (state) throws(RegistryError) -> (StreamInfo, StreamEndReason?) in
             guard var session = state.sessions[sessionID] else { throw .noSuchSession(sessionID) }
@@ -273,7 +277,7 @@ public final class SessionRegistry: Sendable {
                 hasCaptions: false, videoType: videoType, width: pending.dimensions?.width ?? 0,
                 height: pending.dimensions?.height ?? 0, createdAt: created.unixMilliseconds)
             let ownsConnection = if case .bareWHIPClient = publisher { true } else { false }
-            session.streams.append(StreamState(info: info, ownsConnection: ownsConnection))
+            session.streams.append(StreamState(info: info, ownsConnection: ownsConnection, publisherTokenID: tokenID))
             session.broadcast(jsonText(ServerMessage.StreamCreated(stream: info)))
             state.sessions[sessionID] = session
             return (info, pending.endedReason)
@@ -310,6 +314,14 @@ public final class SessionRegistry: Sendable {
             }
             state.sessions[sessionID] = session
             return MediaRelease(streamIDs: [streamID], subscriberIDs: stream.subscribers)
+        }
+    }
+
+    /// The `jti` of the token that published a stream over WHIP: the one
+    /// (besides a moderator) that may end it. The outer nil: no such stream.
+    func streamPublisherTokenID(sessionID: String, streamID: String) -> String?? {
+        state.withLock { state in
+            state.sessions[sessionID].flatMap { s in s.streamIndex(streamID).map { s.streams[$0].publisherTokenID } }
         }
     }
 
@@ -392,12 +404,12 @@ public final class SessionRegistry: Sendable {
 
     /// The engine answered: the subscriber counts from now on. False when
     /// the stream ended meanwhile (the caller lets the engine go of it).
-    func confirmSubscriber(sessionID: String, streamID: String, subscriberID: String) -> Bool {
+    func confirmSubscriber(sessionID: String, streamID: String, subscriberID: String, tokenID: String? = nil) -> Bool {
         state.withLock { state -> Bool in
             guard var session = state.sessions[sessionID], let index = session.streamIndex(streamID),
                   session.streams[index].pendingSubscribers.remove(subscriberID) != nil else { return false }
             session.streams[index].subscribers.append(subscriberID)
-            state.subscribers[subscriberID] = (sessionID, streamID)
+            state.subscribers[subscriberID] = (sessionID, streamID, tokenID)
             state.sessions[sessionID] = session
             return true
         }
@@ -408,6 +420,14 @@ public final class SessionRegistry: Sendable {
             guard var session = state.sessions[sessionID], let index = session.streamIndex(streamID) else { return }
             session.streams[index].pendingSubscribers.remove(subscriberID)
             state.sessions[sessionID] = session
+        }
+    }
+
+    /// The `jti` of the token that subscribed. The outer nil: no such subscriber of that stream.
+    func subscriberTokenID(sessionID: String, streamID: String, subscriberID: String) -> String?? {
+        state.withLock { state in
+            guard let place = state.subscribers[subscriberID], place.sessionID == sessionID, place.streamID == streamID else { return nil }
+            return .some(place.tokenID)
         }
     }
 

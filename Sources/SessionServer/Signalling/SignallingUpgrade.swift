@@ -25,7 +25,9 @@ struct SignallingUpgrade: Sendable {
                 await connection.run(inbound: inbound, outbound: outbound, logger: context.logger)
             }
         case .failure(let refusal):
-            logger.debug("WebSocket upgrade refused", metadata: ["path": "\(head.path ?? "")", "status": "\(refusal.status)", "reason": "\(refusal.message)"])
+            // The path without its query: a token there must not reach the log.
+            let path = head.path?.split(separator: "?").first.map(String.init) ?? ""
+            logger.debug("WebSocket upgrade refused", metadata: ["path": "\(path)", "status": "\(refusal.status)", "reason": "\(refusal.message)"])
             await Self.refuse(channel: channel, refusal)
             return .dontUpgrade
         }

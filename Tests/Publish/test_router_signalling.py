@@ -1,0 +1,398 @@
+"""`camagent router`'s signalling half, as a black box: tokens, sessions, the
+WebSocket at /v2/sessions/{sid}/connect, force disconnect, limits, /metrics.
+
+The router runs in the test's network namespace on 10.77.0.1; tokens come
+from `camagent token`, sessions from `camagent session create`. The clients
+are the PyPI `websockets` package and urllib, run in a thread that has
+joined the namespace (setns(2) moves only that thread), so the test's own
+assertions see every message. Every wait has a timeout; nothing asserts on time.
+"""
+import asyncio
+import ctypes
+import json
+import os
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import websockets
+
+from publish_support import BIN, EXIT_REFUSED, EXIT_UNAUTHORIZED, EXIT_UNREACHABLE, EXIT_USAGE, read_line
+
+PORT = 8090
+EXIT_SECRET = 78
+EXIT_LISTEN = 84
+WAIT = 10  # seconds any single message, answer or command may take
+
+CLONE_NEWNET = 0x40000000
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def in_namespace(net, coroutine_function, timeout=60):
+    """Runs coroutine_function() to completion in a thread inside the test's network
+    namespace and returns its result (or raises its exception)."""
+    outcome = {}
+
+    def target():
+        try:
+            fd = os.open(f"/run/netns/{net.name}", os.O_RDONLY)
+            try:
+                if _libc.setns(fd, CLONE_NEWNET) != 0:
+                    raise OSError(ctypes.get_errno(), "setns into the test namespace failed")
+            finally:
+                os.close(fd)
+            outcome["value"] = asyncio.run(asyncio.wait_for(coroutine_function(), timeout))
+        except BaseException as e:  # handed to the test's thread
+            outcome["error"] = e
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(timeout + 15)
+    assert not thread.is_alive(), f"the namespace client did not finish within {timeout + 15} s"
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+class Router:
+    """`camagent router` in the test's namespace, and the CLI calls around it."""
+
+    def __init__(self, net, workdir, *flags):
+        self.net = net
+        self.secret = os.path.join(workdir, "router.secret")
+        self.base = f"http://{net.addr}:{PORT}"
+        self.ws_base = f"ws://{net.addr}:{PORT}"
+        self.proc = net.start([BIN, "router", "--listen", f"{net.addr}:{PORT}", "--secret-file", self.secret, *flags],
+                              "router", workdir)
+        self.secret_line = read_line(self.proc, 30)
+        self.listen_line = read_line(self.proc, 30)
+
+    def cli(self, *args, check=True):
+        proc = self.net.run([BIN, *args], timeout=30)
+        if check:
+            assert proc.returncode == 0, f"camagent {' '.join(args)} exited {proc.returncode}: {proc.stderr}"
+        return proc
+
+    def token(self, session, role, *extra):
+        return self.cli("token", "--secret-file", self.secret, "--session", session, "--role", role, *extra).stdout.strip()
+
+    def project_token(self):
+        return self.cli("token", "--secret-file", self.secret, "--project").stdout.strip()
+
+    def create_session(self, *extra):
+        return self.cli("session", "create", "--router", self.base, "--secret-file", self.secret, *extra).stdout.strip()
+
+    def connect_url(self, session, token):
+        return f"{self.ws_base}/v2/sessions/{session}/connect?token={token}"
+
+    def log(self):
+        return open(self.proc.log_path).read()[-3000:]
+
+
+def http(method, url, token=None, body=None):
+    """One REST call (blocking; call it from the namespace thread): (status, parsed JSON or text)."""
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=WAIT) as response:
+            status, raw = response.status, response.read()
+    except urllib.error.HTTPError as e:
+        status, raw = e.code, e.read()
+    text = raw.decode()
+    try:
+        return status, json.loads(text) if text else None
+    except json.JSONDecodeError:
+        return status, text
+
+
+async def receive(ws):
+    """The next message, parsed, within WAIT seconds."""
+    return json.loads(await asyncio.wait_for(ws.recv(), WAIT))
+
+
+async def receive_type(ws, wanted):
+    """The next message, which must be of type `wanted`."""
+    message = await receive(ws)
+    assert message.get("type") == wanted, f"expected {wanted}, got {message}"
+    return message
+
+
+async def refused_status(url, **kw):
+    """The HTTP status an upgrade is refused with (fails if it is accepted)."""
+    try:
+        async with websockets.connect(url, open_timeout=WAIT, **kw):
+            pass
+    except websockets.exceptions.InvalidStatus as e:
+        body = json.loads(e.response.body.decode())
+        assert body["code"] == e.response.status_code and body["message"], body
+        return e.response.status_code
+    raise AssertionError(f"{url} was upgraded, a refusal was expected")
+
+
+def test_router_creates_its_secret_once_and_prints_where_it_listens(net, workdir):
+    router = Router(net, workdir)
+    assert router.secret_line == f"secret: created {router.secret}"
+    assert router.listen_line == f"router: listening on http://{net.addr}:{PORT}"
+    assert os.stat(router.secret).st_mode & 0o777 == 0o600
+    key = open(router.secret).read().strip()
+    assert len(key) == 64 and all(c in "0123456789abcdef" for c in key)
+    assert net.stop(router.proc) == 0, router.log()
+
+    again = Router(net, workdir)
+    assert again.secret_line == f"secret: {again.secret}"
+    assert open(again.secret).read().strip() == key
+
+
+def test_connected_comes_first_with_the_capabilities_of_each_role(net, workdir):
+    router = Router(net, workdir)
+    session = router.create_session()
+    expected = {
+        "subscriber": {"publish": False, "subscribe": True, "forceDisconnect": False, "captions": False},
+        "publisher": {"publish": True, "subscribe": True, "forceDisconnect": False, "captions": False},
+        "publisher-only": {"publish": True, "subscribe": False, "forceDisconnect": False, "captions": False},
+        "moderator": {"publish": True, "subscribe": True, "forceDisconnect": True, "captions": True},
+    }
+    tokens = {role: router.token(session, role) for role in expected}
+
+    async def scenario():
+        seen = {}
+        for role, token in tokens.items():
+            async with websockets.connect(router.connect_url(session, token), open_timeout=WAIT) as ws:
+                seen[role] = await receive(ws)
+        # The token may also come as Authorization: Bearer.
+        async with websockets.connect(f"{router.ws_base}/v2/sessions/{session}/connect", open_timeout=WAIT,
+                                      additional_headers={"Authorization": f"Bearer {tokens['subscriber']}"}) as ws:
+            seen["bearer"] = await receive(ws)
+        return seen
+
+    seen = in_namespace(net, scenario)
+    for role, capabilities in expected.items():
+        message = seen[role]
+        assert message["type"] == "connected", message
+        assert message["capabilities"] == capabilities, (role, message)
+        assert message["mediaMode"] == "routed"
+        assert message["connectionId"] and message["connections"] == [] and message["streams"] == []
+    assert seen["bearer"]["type"] == "connected"
+    assert len({m["connectionId"] for m in seen.values()}) == len(seen)
+
+
+def test_a_newcomer_is_announced_and_signals_reach_everyone_or_one(net, workdir):
+    router = Router(net, workdir)
+    session = router.create_session("--relayed")
+    alice = router.token(session, "moderator", "--data", "name=alice")
+    bob = router.token(session, "publisher", "--data", "name=bob")
+    carol = router.token(session, "subscriber", "--data", "name=carol")
+
+    async def scenario():
+        a = await websockets.connect(router.connect_url(session, alice), open_timeout=WAIT)
+        a_id = (await receive_type(a, "connected"))["connectionId"]
+        b = await websockets.connect(router.connect_url(session, bob), open_timeout=WAIT)
+        b_connected = await receive_type(b, "connected")
+        assert b_connected["mediaMode"] == "relayed"
+        assert [c["connectionId"] for c in b_connected["connections"]] == [a_id]
+        assert b_connected["connections"][0]["data"] == "name=alice"
+        created = await receive_type(a, "connectionCreated")
+        assert created["connection"]["connectionId"] == b_connected["connectionId"]
+        assert created["connection"]["data"] == "name=bob"
+        assert isinstance(created["connection"]["createdAt"], int)
+
+        c = await websockets.connect(router.connect_url(session, carol), open_timeout=WAIT)
+        c_id = (await receive_type(c, "connected"))["connectionId"]
+        for ws in (a, b):
+            assert (await receive_type(ws, "connectionCreated"))["connection"]["connectionId"] == c_id
+
+        # To everyone else: alice and carol, not bob himself.
+        await b.send(json.dumps({"type": "signal", "data": "hello all"}))
+        for ws in (a, c):
+            signal = await receive_type(ws, "signal")
+            assert signal["data"] == "hello all" and signal["from"] == b_connected["connectionId"]
+        # To carol alone: alice's next message is her own pong, not the signal.
+        await b.send(json.dumps({"type": "signal", "data": {"n": 2}, "to": c_id}))
+        assert (await receive_type(c, "signal"))["data"] == {"n": 2}
+        await a.send(json.dumps({"type": "ping"}))
+        await receive_type(a, "pong")
+        await b.send(json.dumps({"type": "ping"}))
+        await receive_type(b, "pong")
+
+        # Bob leaves: the others hear it, with the reason.
+        await b.close()
+        for ws in (a, c):
+            gone = await receive_type(ws, "connectionDestroyed")
+            assert gone["connectionId"] == b_connected["connectionId"] and gone["reason"] == "clientDisconnected"
+        await a.close()
+        await c.close()
+
+    in_namespace(net, scenario)
+
+
+def test_bad_messages_get_an_error_and_the_connection_stays(net, workdir):
+    router = Router(net, workdir)
+    session = router.create_session()
+    token = router.token(session, "publisher")
+
+    async def scenario():
+        async with websockets.connect(router.connect_url(session, token), open_timeout=WAIT,
+                                      max_size=2 ** 20) as ws:
+            await receive_type(ws, "connected")
+            await ws.send("this is not JSON")
+            error = await receive_type(ws, "error")
+            assert error["code"] == 400 and error["message"], error
+            await ws.send(json.dumps({"type": "signal", "data": "x" * (100 * 1024)}))
+            error = await receive_type(ws, "error")
+            assert error["code"] == 413 and "65536" in error["message"], error
+            await ws.send(json.dumps({"type": "no-such-type"}))
+            assert (await receive_type(ws, "error"))["code"] == 400
+            await ws.send(json.dumps({"data": "no type"}))
+            assert (await receive_type(ws, "error"))["code"] == 400
+            await ws.send(json.dumps({"type": "ping"}))
+            await receive_type(ws, "pong")
+
+    in_namespace(net, scenario)
+    assert router.proc.poll() is None, router.log()
+
+
+def test_upgrades_are_refused_for_expired_foreign_and_unknown(net, workdir):
+    router = Router(net, workdir)
+    session = router.create_session()
+    other = router.create_session()
+    expired = router.token(session, "publisher", "--expire-in", "1")
+    foreign = router.token(other, "moderator")
+    ghost = router.token("no-such-session", "moderator")
+    project = router.project_token()
+    time.sleep(2)  # let the 1-second token expire
+
+    async def scenario():
+        return {
+            "expired": await refused_status(router.connect_url(session, expired)),
+            "no token": await refused_status(f"{router.ws_base}/v2/sessions/{session}/connect"),
+            "garbage": await refused_status(router.connect_url(session, "not-a-token")),
+            "other session": await refused_status(router.connect_url(session, foreign)),
+            "project token": await refused_status(router.connect_url(session, project)),
+            "unknown session": await refused_status(router.connect_url("no-such-session", ghost)),
+        }
+
+    statuses = in_namespace(net, scenario)
+    assert statuses == {"expired": 401, "no token": 401, "garbage": 401, "other session": 403,
+                        "project token": 403, "unknown session": 404}, statuses
+
+
+def test_force_disconnect_by_a_moderator_and_not_by_a_publisher(net, workdir):
+    router = Router(net, workdir)
+    session = router.create_session()
+    moderator = router.token(session, "moderator")
+    publisher = router.token(session, "publisher")
+    subscriber = router.token(session, "subscriber")
+
+    async def scenario():
+        mod = await websockets.connect(router.connect_url(session, moderator), open_timeout=WAIT)
+        await receive_type(mod, "connected")
+        target = await websockets.connect(router.connect_url(session, publisher), open_timeout=WAIT)
+        target_id = (await receive_type(target, "connected"))["connectionId"]
+        await receive_type(mod, "connectionCreated")
+        watcher = await websockets.connect(router.connect_url(session, subscriber), open_timeout=WAIT)
+        await receive_type(watcher, "connected")
+        for ws in (mod, target):
+            await receive_type(ws, "connectionCreated")
+
+        url = f"{router.base}/v2/sessions/{session}/connections/{target_id}"
+        status, body = http("DELETE", url, token=publisher)
+        assert status == 403 and body["code"] == 403, (status, body)
+        status, body = http("DELETE", url, token=moderator)
+        assert status == 204, (status, body)
+
+        # The target's socket is closed by the router...
+        try:
+            while True:
+                message = await receive(target)
+                assert message.get("type") != "connected", message
+        except websockets.exceptions.ConnectionClosed as closed:
+            assert closed.rcvd is not None and closed.rcvd.reason == "forceDisconnected", closed
+        # ...and the others are told why.
+        for ws in (mod, watcher):
+            gone = await receive_type(ws, "connectionDestroyed")
+            assert gone == {"type": "connectionDestroyed", "connectionId": target_id, "reason": "forceDisconnected"}
+        status, body = http("DELETE", url, token=moderator)
+        assert status == 404 and body["code"] == 404, (status, body)
+        await mod.close()
+        await watcher.close()
+
+    in_namespace(net, scenario)
+
+
+def test_the_session_limit_answers_503_with_a_message(net, workdir):
+    router = Router(net, workdir, "--max-sessions", "1")
+    router.create_session()
+    refused = router.cli("session", "create", "--router", router.base, "--secret-file", router.secret, check=False)
+    assert refused.returncode == EXIT_REFUSED, refused.stderr
+    assert "503" in refused.stderr and "maximum of 1 sessions" in refused.stderr, refused.stderr
+    project = router.project_token()
+    status, body = in_namespace(net, lambda: _post_session(router, project))
+    assert status == 503 and body["code"] == 503 and "maximum" in body["message"], (status, body)
+
+
+async def _post_session(router, project):
+    """POST /v2/sessions straight (the namespace thread runs coroutines)."""
+    return http("POST", f"{router.base}/v2/sessions", token=project, body={"mediaMode": "routed"})
+
+
+def test_metrics_list_the_counts(net, workdir):
+    router = Router(net, workdir)
+    session = router.create_session()
+    router.create_session("--relayed")
+    tokens = [router.token(session, "publisher"), router.token(session, "subscriber")]
+
+    async def scenario():
+        sockets = []
+        for token in tokens:
+            ws = await websockets.connect(router.connect_url(session, token), open_timeout=WAIT)
+            await receive_type(ws, "connected")
+            sockets.append(ws)
+        status, text = http("GET", f"{router.base}/metrics")
+        for ws in sockets:
+            await ws.close()
+        return status, text
+
+    status, text = in_namespace(net, scenario)
+    assert status == 200
+    samples = dict(line.split(" ", 1) for line in text.splitlines() if line and not line.startswith("#"))
+    assert samples["camagent_router_sessions"] == "2", text
+    assert samples["camagent_router_connections"] == "2", text
+    assert samples["camagent_router_streams"] == "0", text
+    assert samples["camagent_router_subscribers"] == "0", text
+    for name in ("forwarded_packets_total", "forwarded_bytes_total", "dropped_packets_total"):
+        assert samples[f"camagent_router_{name}"] == "0", text
+
+
+def test_cli_refusals_have_their_exit_codes(net, workdir):
+    missing = os.path.join(workdir, "missing.secret")
+    proc = net.run([BIN, "token", "--secret-file", missing, "--project"], timeout=30)
+    assert proc.returncode == EXIT_SECRET and "does not exist" in proc.stderr, proc.stderr
+    assert not os.path.exists(missing), "camagent token must never create a secret"
+    assert proc.stdout == ""
+
+    router = Router(net, workdir)
+    for args, words in [(["--session", "s", "--role", "king"], "unknown role"),
+                        (["--session", "s", "--role", "publisher", "--data", "d" * 1001], "1000"),
+                        (["--session", "s", "--role", "publisher", "--expire-in", str(31 * 86400)], "30 days"),
+                        (["--project", "--role", "publisher"], "--project")]:
+        proc = net.run([BIN, "token", "--secret-file", router.secret, *args], timeout=30)
+        assert proc.returncode == EXIT_USAGE and words in proc.stderr, (args, proc.returncode, proc.stderr)
+
+    unreachable = net.run([BIN, "session", "create", "--router", f"http://{net.addr}:{PORT + 1}",
+                           "--secret-file", router.secret], timeout=30)
+    assert unreachable.returncode == EXIT_UNREACHABLE, unreachable.stderr
+
+    stranger = os.path.join(workdir, "stranger.secret")
+    with open(stranger, "w") as f:
+        f.write("f" * 64 + "\n")
+    wrong = net.run([BIN, "session", "create", "--router", router.base, "--secret-file", stranger], timeout=30)
+    assert wrong.returncode == EXIT_UNAUTHORIZED and "401" in wrong.stderr, wrong.stderr
+
+    busy = net.run([BIN, "router", "--listen", f"{net.addr}:{PORT}", "--secret-file", router.secret], timeout=30)
+    assert busy.returncode == EXIT_LISTEN, busy.stderr
+    assert "cannot listen" in busy.stderr, busy.stderr
