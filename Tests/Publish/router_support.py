@@ -1,5 +1,7 @@
 """`camagent router` in the test's network namespace, and what the router tests share:
-tokens and sessions made with camagent's own commands, and HTTP from inside the namespace."""
+tokens and sessions made with camagent's own commands, REST calls and signalling clients
+(the PyPI `websockets` package) run on a thread that has joined the namespace (setns(2)
+moves only that thread), so the tests see every message themselves."""
 import asyncio
 import ctypes
 import json
@@ -7,30 +9,80 @@ import os
 import select
 import threading
 import time
+import urllib.error
+import urllib.request
 
 import websockets
 
-from publish_support import BIN, PY
+from publish_support import BIN
 
 ROUTER_PORT = 8090
+WAIT = 10  # seconds any single message, answer or command may take
+
+CLONE_NEWNET = 0x40000000
+_libc = ctypes.CDLL(None, use_errno=True)
 
 
-def http(net, method, url, body=None, headers=None, timeout=20):
-    """One HTTP request from inside the test's network: (status, headers dict, body text)."""
-    code = ("import json, sys, urllib.request, urllib.error\n"
-            "a = json.loads(sys.argv[1])\n"
-            "req = urllib.request.Request(a['url'], data=a['body'].encode() if a['body'] is not None else None,\n"
-            "                             method=a['method'], headers=a['headers'])\n"
-            "try:\n"
-            "    r = urllib.request.urlopen(req, timeout=10); status, h, text = r.status, dict(r.headers), r.read().decode()\n"
-            "except urllib.error.HTTPError as e:\n"
-            "    status, h, text = e.code, dict(e.headers), e.read().decode()\n"
-            "print(json.dumps([status, h, text]))\n")
-    arg = json.dumps({"url": url, "method": method, "body": body, "headers": headers or {}})
-    done = net.run([PY, "-c", code, arg], timeout=timeout)
-    assert done.returncode == 0, done.stderr
-    status, h, text = json.loads(done.stdout)
-    return status, h, text
+def enter_namespace(net):
+    """Moves the calling thread (only it) into the test's namespace."""
+    fd = os.open(f"/run/netns/{net.name}", os.O_RDONLY)
+    try:
+        if _libc.setns(fd, CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), "setns into the test namespace failed")
+    finally:
+        os.close(fd)
+
+
+def in_namespace(net, function, timeout=60):
+    """Runs function() on a thread inside the test's namespace and returns its result (or
+    raises its exception); a coroutine function is run to completion within `timeout`."""
+    outcome = {}
+
+    def target():
+        try:
+            enter_namespace(net)
+            result = function()
+            if asyncio.iscoroutine(result):
+                result = asyncio.run(asyncio.wait_for(result, timeout))
+            outcome["value"] = result
+        except BaseException as e:  # handed to the test's thread
+            outcome["error"] = e
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(timeout + 15)
+    assert not thread.is_alive(), f"the namespace client did not finish within {timeout + 15} s"
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+def request(method, url, token=None, body=None, headers=None):
+    """One HTTP call (blocking; call it on a namespace thread): (status, headers, body).
+    A dict body goes as JSON; a JSON answer comes back parsed, anything else as text."""
+    headers = dict(headers or {})
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    if isinstance(body, dict):
+        headers.setdefault("Content-Type", "application/json")
+        body = json.dumps(body)
+    data = body.encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=WAIT) as response:
+            status, answer_headers, raw = response.status, dict(response.headers), response.read()
+    except urllib.error.HTTPError as e:
+        status, answer_headers, raw = e.code, dict(e.headers), e.read()
+    text = raw.decode()
+    try:
+        return status, answer_headers, json.loads(text) if text else None
+    except json.JSONDecodeError:
+        return status, answer_headers, text
+
+
+def http(net, method, url, token=None, body=None, headers=None):
+    """request() from the test's own thread: (status, headers, body)."""
+    return in_namespace(net, lambda: request(method, url, token=token, body=body, headers=headers), timeout=WAIT + 5)
 
 
 def drain(proc):
@@ -47,17 +99,20 @@ def drain(proc):
 
 
 class Router:
-    """`camagent router` inside the test's network, with its secret in the test's workdir."""
+    """`camagent router` inside the test's network, with its secret in the test's workdir,
+    and the CLI calls around it."""
 
-    def __init__(self, net, workdir, *extra):
+    def __init__(self, net, workdir, *flags):
         self.net = net
         self.workdir = workdir
         self.secret = os.path.join(workdir, "router.secret")
         self.base = f"http://{net.addr}:{ROUTER_PORT}"
+        self.ws_base = f"ws://{net.addr}:{ROUTER_PORT}"
         self.proc = net.start([BIN, "router", "--listen", f"{net.addr}:{ROUTER_PORT}", "--secret-file", self.secret,
-                               *extra], "router", workdir)
+                               *flags], "router", workdir)
         self.lines = []
-        self._wait_for("listening", timeout=60)
+        self.listen_line = self._wait_for("listening", timeout=60)
+        self.secret_line = self.lines[0].strip()
 
     def _wait_for(self, text, timeout):
         deadline = time.monotonic() + timeout
@@ -72,37 +127,41 @@ class Router:
                 break
             self.lines.append(line)
             if text in line:
-                return line
+                return line.strip()
         raise AssertionError(f"camagent router printed no {text!r} line (exit {self.proc.poll()}):\n"
                              + "".join(self.lines) + self.log())
 
     def log(self):
         return open(self.proc.log_path).read()[-4000:]
 
-    def camagent(self, *args, timeout=30):
-        """A camagent command inside the namespace: its stdout, stripped; fails the test on a non-zero exit."""
-        done = self.net.run([BIN, *args], timeout=timeout)
-        assert done.returncode == 0, f"camagent {' '.join(args)} exited {done.returncode}: {done.stderr}"
-        return done.stdout.strip()
+    def cli(self, *args, check=True):
+        """A camagent command inside the namespace; fails the test on a non-zero exit unless check=False."""
+        proc = self.net.run([BIN, *args], timeout=30)
+        if check:
+            assert proc.returncode == 0, f"camagent {' '.join(args)} exited {proc.returncode}: {proc.stderr}"
+        return proc
 
-    def create_session(self, relayed=False):
-        return self.camagent("session", "create", "--router", self.base, "--secret-file", self.secret,
-                             *(["--relayed"] if relayed else []))
+    def create_session(self, *extra):
+        return self.cli("session", "create", "--router", self.base, "--secret-file", self.secret,
+                        *extra).stdout.strip()
 
     def token(self, session, role, *extra):
-        return self.camagent("token", "--secret-file", self.secret, "--session", session, "--role", role, *extra)
+        return self.cli("token", "--secret-file", self.secret, "--session", session, "--role", role,
+                        *extra).stdout.strip()
 
     def project_token(self):
-        return self.camagent("token", "--secret-file", self.secret, "--project")
+        return self.cli("token", "--secret-file", self.secret, "--project").stdout.strip()
 
     def session_url(self, session):
         return f"{self.base}/v2/sessions/{session}"
 
+    def connect_url(self, session, token):
+        return f"{self.ws_base}/v2/sessions/{session}/connect?token={token}"
+
     def streams(self, session):
-        status, _, text = http(self.net, "GET", f"{self.session_url(session)}/streams",
-                               headers={"Authorization": f"Bearer {self.project_token()}"})
-        assert status == 200, (status, text)
-        return json.loads(text)
+        status, _, body = http(self.net, "GET", f"{self.session_url(session)}/streams", token=self.project_token())
+        assert status == 200, (status, body)
+        return body
 
     def wait_for_streams(self, session, count, timeout=30):
         deadline = time.monotonic() + timeout
@@ -125,23 +184,9 @@ class Router:
         return values
 
 
-CLONE_NEWNET = 0x40000000
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-def enter_namespace(net):
-    """Moves the calling thread (only it: setns(2) is per thread) into the test's namespace."""
-    fd = os.open(f"/run/netns/{net.name}", os.O_RDONLY)
-    try:
-        if _libc.setns(fd, CLONE_NEWNET) != 0:
-            raise OSError(ctypes.get_errno(), "setns into the test namespace failed")
-    finally:
-        os.close(fd)
-
-
 class SessionWatcher:
-    """A signalling client (PyPI `websockets`) on a thread inside the test's namespace that
-    keeps every message the router sends it, in order, for the test to wait on."""
+    """A signalling client on a thread inside the test's namespace that keeps every
+    message the router sends it, in order, for the test to wait on."""
 
     def __init__(self, net, url, token):
         self.messages = []
@@ -164,7 +209,7 @@ class SessionWatcher:
                 self._lock.notify_all()
 
     async def _listen(self, url):
-        async with websockets.connect(url, open_timeout=10) as ws:
+        async with websockets.connect(url, open_timeout=WAIT) as ws:
             while not self._stop.is_set():
                 try:
                     raw = await asyncio.wait_for(ws.recv(), 0.5)

@@ -8,106 +8,23 @@ joined the namespace (setns(2) moves only that thread), so the test's own
 assertions see every message. Every wait has a timeout; nothing asserts on time.
 """
 import asyncio
-import ctypes
 import json
 import os
-import subprocess
-import threading
 import time
-import urllib.error
-import urllib.request
 
 import websockets
 
-from publish_support import BIN, EXIT_REFUSED, EXIT_UNAUTHORIZED, EXIT_UNREACHABLE, EXIT_USAGE, read_line
+from publish_support import BIN, EXIT_REFUSED, EXIT_UNAUTHORIZED, EXIT_UNREACHABLE, EXIT_USAGE
+from router_support import ROUTER_PORT as PORT, WAIT, Router, in_namespace, request
 
-PORT = 8090
 EXIT_SECRET = 78
 EXIT_LISTEN = 84
-WAIT = 10  # seconds any single message, answer or command may take
-
-CLONE_NEWNET = 0x40000000
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-def in_namespace(net, coroutine_function, timeout=60):
-    """Runs coroutine_function() to completion in a thread inside the test's network
-    namespace and returns its result (or raises its exception)."""
-    outcome = {}
-
-    def target():
-        try:
-            fd = os.open(f"/run/netns/{net.name}", os.O_RDONLY)
-            try:
-                if _libc.setns(fd, CLONE_NEWNET) != 0:
-                    raise OSError(ctypes.get_errno(), "setns into the test namespace failed")
-            finally:
-                os.close(fd)
-            outcome["value"] = asyncio.run(asyncio.wait_for(coroutine_function(), timeout))
-        except BaseException as e:  # handed to the test's thread
-            outcome["error"] = e
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(timeout + 15)
-    assert not thread.is_alive(), f"the namespace client did not finish within {timeout + 15} s"
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]
-
-
-class Router:
-    """`camagent router` in the test's namespace, and the CLI calls around it."""
-
-    def __init__(self, net, workdir, *flags):
-        self.net = net
-        self.secret = os.path.join(workdir, "router.secret")
-        self.base = f"http://{net.addr}:{PORT}"
-        self.ws_base = f"ws://{net.addr}:{PORT}"
-        self.proc = net.start([BIN, "router", "--listen", f"{net.addr}:{PORT}", "--secret-file", self.secret, *flags],
-                              "router", workdir)
-        self.secret_line = read_line(self.proc, 30)
-        self.listen_line = read_line(self.proc, 30)
-
-    def cli(self, *args, check=True):
-        proc = self.net.run([BIN, *args], timeout=30)
-        if check:
-            assert proc.returncode == 0, f"camagent {' '.join(args)} exited {proc.returncode}: {proc.stderr}"
-        return proc
-
-    def token(self, session, role, *extra):
-        return self.cli("token", "--secret-file", self.secret, "--session", session, "--role", role, *extra).stdout.strip()
-
-    def project_token(self):
-        return self.cli("token", "--secret-file", self.secret, "--project").stdout.strip()
-
-    def create_session(self, *extra):
-        return self.cli("session", "create", "--router", self.base, "--secret-file", self.secret, *extra).stdout.strip()
-
-    def connect_url(self, session, token):
-        return f"{self.ws_base}/v2/sessions/{session}/connect?token={token}"
-
-    def log(self):
-        return open(self.proc.log_path).read()[-3000:]
 
 
 def http(method, url, token=None, body=None):
-    """One REST call (blocking; call it from the namespace thread): (status, parsed JSON or text)."""
-    headers = {"Content-Type": "application/json"}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, method=method, headers=headers)
-    try:
-        with urllib.request.urlopen(request, timeout=WAIT) as response:
-            status, raw = response.status, response.read()
-    except urllib.error.HTTPError as e:
-        status, raw = e.code, e.read()
-    text = raw.decode()
-    try:
-        return status, json.loads(text) if text else None
-    except json.JSONDecodeError:
-        return status, text
+    """One REST call from a namespace thread: (status, parsed JSON or text)."""
+    status, _, answer = request(method, url, token=token, body=body)
+    return status, answer
 
 
 async def receive(ws):

@@ -5,6 +5,15 @@ import Testing
 
 @Suite("Registry")
 struct RegistryTests {
+    @Test("ids never begin with - or _ (a command line would take -abc for an option), and are URL-safe")
+    func idsStartWithALetterOrDigit() {
+        for _ in 0..<2000 {
+            let id = RandomID.make()
+            #expect(id.count == 22 && RandomID.isWellFormed(id))
+            #expect(id.first.map { $0.isLetter || $0.isNumber } == true, "\(id)")
+        }
+    }
+
     @Test("a new connection gets connected first, with the others and the streams; the others get connectionCreated")
     func joinOrder() async throws {
         let registry = SessionRegistry()
