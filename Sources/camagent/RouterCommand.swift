@@ -142,3 +142,12 @@ extension ExitCodes {
     /// The router's secret file is missing (token, session), unreadable, or cannot be created (router).
     static let secretFileError: Int32 = 78
 }
+
+/// The secret file `token` and `session create` read (they never create
+/// one): on failure, the error on stderr and exit 78.
+func readRouterSecret(at path: String) throws -> RouterSecret {
+    do { return try RouterSecret.load(from: path) } catch {
+        printError("camagent: \(error)")
+        throw ExitCode(ExitCodes.secretFileError)
+    }
+}

@@ -44,11 +44,7 @@ struct SessionCreateCommand: ParsableCommand {
     }
 
     func run() throws {
-        let secret: RouterSecret
-        do { secret = try RouterSecret.load(from: secretFile) } catch {
-            printError("camagent: \(error)")
-            throw ExitCode(ExitCodes.secretFileError)
-        }
+        let secret = try readRouterSecret(at: secretFile)
         let authority = TokenAuthority(secret: secret)
         let minted: Result<String, TokenError>
         do {

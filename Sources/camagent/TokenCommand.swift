@@ -56,11 +56,7 @@ struct TokenCommand: ParsableCommand {
     private var roleNames: String { Role.allCases.map(\.rawValue).joined(separator: ", ") }
 
     func run() throws {
-        let secret: RouterSecret
-        do { secret = try RouterSecret.load(from: secretFile) } catch {
-            printError("camagent: \(error)")
-            throw ExitCode(ExitCodes.secretFileError)
-        }
+        let secret = try readRouterSecret(at: secretFile)
         let authority = TokenAuthority(secret: secret)
         let (project, session, role, data, expireIn) = (project, session, role.flatMap(Role.init(rawValue:)), data ?? "", expireIn)
         let minted: Result<String, TokenError>
