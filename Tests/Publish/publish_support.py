@@ -179,6 +179,23 @@ def read_line(proc, timeout):
     return line.strip()
 
 
+def output_lines(proc, timeout, seen):
+    """Yields a background process's stdout lines as they come, for at most `timeout`
+    seconds, appending each to `seen`; ends early at end of file or when the process exits."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([proc.stdout], [], [], 0.5)
+        if not ready:
+            if proc.poll() is not None:
+                return
+            continue
+        line = proc.stdout.readline()
+        if not line:
+            return
+        seen.append(line)
+        yield line
+
+
 class Receiver:
     """whip_receiver.py running inside the test's network."""
 

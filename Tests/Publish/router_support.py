@@ -6,7 +6,6 @@ import asyncio
 import ctypes
 import json
 import os
-import select
 import threading
 import time
 import urllib.error
@@ -14,7 +13,7 @@ import urllib.request
 
 import websockets
 
-from publish_support import BIN
+from publish_support import BIN, output_lines
 
 ROUTER_PORT = 8090
 WAIT = 10  # seconds any single message, answer or command may take
@@ -115,17 +114,7 @@ class Router:
         self.secret_line = self.lines[0].strip()
 
     def _wait_for(self, text, timeout):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([self.proc.stdout], [], [], 0.5)
-            if not ready:
-                if self.proc.poll() is not None:
-                    break
-                continue
-            line = self.proc.stdout.readline()
-            if not line:
-                break
-            self.lines.append(line)
+        for line in output_lines(self.proc, timeout, self.lines):
             if text in line:
                 return line.strip()
         raise AssertionError(f"camagent router printed no {text!r} line (exit {self.proc.poll()}):\n"

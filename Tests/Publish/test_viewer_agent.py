@@ -11,13 +11,12 @@ camagent log of a failing test there (run with -v to get the SDP in it).
 """
 import json
 import os
-import select
 import signal
 import time
 
 import pytest
 
-from publish_support import (BIN, HERE, PY, check_audio, check_video, json_lines, track_brief)
+from publish_support import (BIN, HERE, PY, check_audio, check_video, json_lines, output_lines, track_brief)
 from viewer_checks import check_pattern_frames, chromium_or_fail, open_page
 
 TOKEN = "agent-viewer-token"
@@ -42,17 +41,7 @@ class Agent:
 
     def _wait_for(self, event, timeout, match=lambda e: True):
         """The first JSON event named `event` (for which match(e) holds) camagent prints in time."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([self.proc.stdout], [], [], 0.5)
-            if not ready:
-                if self.proc.poll() is not None:
-                    break
-                continue
-            line = self.proc.stdout.readline()
-            if not line:
-                break
-            self.lines.append(line)
+        for line in output_lines(self.proc, timeout, self.lines):
             for e in json_lines(line):
                 if e.get("event") == event and match(e):
                     return e
