@@ -86,14 +86,14 @@ final class ForwardedFrames: ReceivedRTPSink, @unchecked Sendable {   // state b
 
     func receiverReports() -> [RTCPPacket] {
         var blocks: [ReceptionReport] = []
-        if audioReception != nil { blocks.append(audioReception!.report()) }
-        if videoReception != nil { blocks.append(videoReception!.report()) }
+        if let block = audioReception?.report() { blocks.append(block) }
+        if let block = videoReception?.report() { blocks.append(block) }
         return blocks.isEmpty ? [] : [.receiverReport(ssrc: feedbackSSRC, reports: blocks)]
     }
 
     private static func count(_ view: RTPPacketView, in counter: inout ReceptionCounter?) {
         if counter?.ssrc != view.ssrc { counter = ReceptionCounter(ssrc: view.ssrc, firstSequence: view.sequenceNumber) }
-        counter!.count(sequence: view.sequenceNumber)
+        counter?.count(sequence: view.sequenceNumber)
     }
 
     private func receiveAudio(_ view: RTPPacketView, payload: ArraySlice<UInt8>, now: Double) {
