@@ -21,6 +21,7 @@ let package = Package(
         .library(name: "Publisher", targets: ["Publisher"]),
         .library(name: "ViewerServer", targets: ["ViewerServer"]),
         .library(name: "SessionServer", targets: ["SessionServer"]),
+        .library(name: "Subscriber", targets: ["Subscriber"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -140,6 +141,14 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The receiving half: WHEP client, jitter buffer, decoders, renderers (issue 14).
+        .target(
+            name: "Subscriber",
+            dependencies: [
+                "MediaTypes", "Encoders", "RTP", "SDP", "SecureTransport", "Networking", "Publisher", "WHIP", "MediaFiles",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // The embedded viewer's HTTP side: viewer page, WHEP endpoint, /stats, /metrics (Hummingbird).
         .target(
             name: "ViewerServer",
@@ -170,7 +179,7 @@ let package = Package(
             name: "camagent",
             dependencies: [
                 "MediaTypes", "PixelConversion", "VideoSources", "AudioDevices", "MediaFiles", "Encoders", "Publisher", "Networking", "WHIP",
-                "ViewerServer", "SessionServer",
+                "ViewerServer", "SessionServer", "Subscriber",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

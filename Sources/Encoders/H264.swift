@@ -284,7 +284,11 @@ public final class H264Decoder {
             throw .decodeFailed(codec: "H.264", reason: "no picture")
         }
         let picture = info.UsrData.sSystemBuffer
-        frame.setFormat(.nv12(width: Int(picture.iWidth), height: Int(picture.iHeight), framesPerSecond: 0))
+        let format = VideoFormat.nv12(width: Int(picture.iWidth), height: Int(picture.iHeight), framesPerSecond: 0)
+        guard VideoFrame.byteCount(of: format) <= frame.capacity else {
+            throw .decodeFailed(codec: "H.264", reason: "the picture (\(Int(picture.iWidth))x\(Int(picture.iHeight))) is larger than the frame it decodes into")
+        }
+        frame.setFormat(format)
         I420ToNV12(y, picture.iStride.0, u, picture.iStride.1, v, picture.iStride.1,
                    frame.yPlane.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32(frame.yStride),
                    frame.uvPlane.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32(frame.uvStride),

@@ -69,4 +69,13 @@ public final class OpusDecoder {
         guard n >= 0 else { throw .decodeFailed(codec: "Opus", reason: String(cString: opus_strerror(n))) }
         return Int(n)
     }
+
+    /// Loss concealment: fills `samplesPerChannel` samples of `pcm` with the
+    /// decoder's best guess at a packet that never came (Opus PLC).
+    public func conceal(samplesPerChannel: Int, into pcm: UnsafeMutableBufferPointer<Int16>) throws(CodecError) -> Int {
+        precondition(samplesPerChannel * channels <= pcm.count, "the concealment buffer is too small")
+        let n = opus_decode(decoder, nil, 0, pcm.baseAddress!, Int32(samplesPerChannel), 0)
+        guard n >= 0 else { throw .decodeFailed(codec: "Opus", reason: String(cString: opus_strerror(n))) }
+        return Int(n)
+    }
 }

@@ -175,7 +175,11 @@ public final class VP8Decoder {
         guard let image = vpx_codec_get_frame(&context, &iterator)?.pointee else {
             throw .decodeFailed(codec: "VP8", reason: "no picture")
         }
-        frame.setFormat(.nv12(width: Int(image.d_w), height: Int(image.d_h), framesPerSecond: 0))
+        let format = VideoFormat.nv12(width: Int(image.d_w), height: Int(image.d_h), framesPerSecond: 0)
+        guard VideoFrame.byteCount(of: format) <= frame.capacity else {
+            throw .decodeFailed(codec: "VP8", reason: "the picture (\(Int(image.d_w))x\(Int(image.d_h))) is larger than the frame it decodes into")
+        }
+        frame.setFormat(format)
         I420ToNV12(image.planes.0, image.stride.0, image.planes.1, image.stride.1, image.planes.2, image.stride.2,
                    frame.yPlane.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32(frame.yStride),
                    frame.uvPlane.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32(frame.uvStride),

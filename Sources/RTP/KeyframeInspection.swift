@@ -11,14 +11,20 @@ public enum KeyframeInspection {
         let frame = payload.dropFirst(descriptor.headerSize)
         guard let tag = frame.first else { return nil }
         guard tag & 0x01 == 0 else { return (false, nil, nil) }   // P bit set: an interframe
+        let size = vp8KeyframeSize(frame)
+        return (true, size?.width, size?.height)
+    }
+
+    /// The picture size a VP8 keyframe's header announces, from the frame's
+    /// own bytes (no payload descriptor); nil for an interframe or a short header.
+    public static func vp8KeyframeSize(_ frame: ArraySlice<UInt8>) -> (width: Int, height: Int)? {
         let s = frame.startIndex
-        // 3-byte frame tag, start code 9d 01 2a, then 14-bit width and height, little-endian.
-        guard frame.count >= 10, frame[s + 3] == 0x9d, frame[s + 4] == 0x01, frame[s + 5] == 0x2a else {
-            return (true, nil, nil)
-        }
+        // 3-byte frame tag (P bit clear), start code 9d 01 2a, then 14-bit width and height, little-endian.
+        guard frame.count >= 10, frame[s] & 0x01 == 0,
+              frame[s + 3] == 0x9d, frame[s + 4] == 0x01, frame[s + 5] == 0x2a else { return nil }
         let width = (Int(frame[s + 6]) | Int(frame[s + 7]) << 8) & 0x3fff
         let height = (Int(frame[s + 8]) | Int(frame[s + 9]) << 8) & 0x3fff
-        return (true, width, height)
+        return (width, height)
     }
 
     /// Whether an H.264 payload (RFC 6184) carries the start of an IDR

@@ -63,6 +63,9 @@ public struct PublisherOffer: Sendable {
     public var videoOrientationExtensionID: UInt8?
     /// The id the publisher offers CVO under.
     public static let defaultVideoOrientationID: UInt8 = 3
+    /// "sendonly" for a publisher (WHIP); "recvonly" for a subscriber
+    /// (WHEP), whose offer then carries no SSRC or msid of its own.
+    public var direction = "sendonly"
 
     public init(iceUfrag: String, icePwd: String, fingerprint: String, candidates: [ICECandidate],
                 audio: [CodecDescription], video: [CodecDescription], audioSSRC: UInt32, videoSSRC: UInt32,
@@ -79,31 +82,34 @@ public struct PublisherOffer: Sendable {
         self.streamID = streamID
     }
 
-    /// The offer: one BUNDLEd transport, rtcp-mux, sendonly audio (mid 0) and
-    /// video (mid 1) where there are codecs for them, all candidates given up
-    /// front (WHIP without trickle), DTLS role left to the answerer (actpass).
+    /// The offer: one BUNDLEd transport, rtcp-mux, audio (mid 0) and video
+    /// (mid 1) in `direction` where there are codecs for them, all candidates
+    /// given up front (WHIP and WHEP without trickle), DTLS role left to the
+    /// answerer (actpass).
     public func sessionDescription(sessionID: UInt64) -> SessionDescription {
         var sections: [(String, [CodecDescription], UInt32)] = []
         if !audio.isEmpty { sections.append(("audio", audio, audioSSRC)) }
         if !video.isEmpty { sections.append(("video", video, videoSSRC)) }
         let mids = sections.indices.map(String.init)
+        let sends = direction != "recvonly"
         var session = SessionDescription(sessionID: sessionID, sessionName: "camagent", attributes: [
             SDPAttribute("group", "BUNDLE " + mids.joined(separator: " ")),
-            SDPAttribute("msid-semantic", " WMS \(streamID)"),
         ])
+        if sends { session.attributes.append(SDPAttribute("msid-semantic", " WMS \(streamID)")) }
         for (index, (kind, codecs, ssrc)) in sections.enumerated() {
             var m = MediaDescription(kind: kind, formats: [], attributes: [
                 SDPAttribute("rtcp", "9 IN IP4 0.0.0.0"),
                 SDPAttribute("ice-ufrag", iceUfrag), SDPAttribute("ice-pwd", icePwd),
                 SDPAttribute("fingerprint", "sha-256 \(fingerprint)"), SDPAttribute("setup", "actpass"),
-                SDPAttribute("mid", mids[index]), SDPAttribute("sendonly"),
-                SDPAttribute("msid", "\(streamID) \(streamID)-\(kind)"), SDPAttribute("rtcp-mux"),
+                SDPAttribute("mid", mids[index]), SDPAttribute(direction),
             ])
+            if sends { m.attributes.append(SDPAttribute("msid", "\(streamID) \(streamID)-\(kind)")) }
+            m.attributes.append(SDPAttribute("rtcp-mux"))
             for codec in codecs { m.add(codec) }
             if kind == "video", let id = videoOrientationExtensionID {
                 m.attributes.append(HeaderExtensions.attribute(id: id, uri: HeaderExtensions.videoOrientation))
             }
-            m.attributes.append(SDPAttribute("ssrc", "\(ssrc) cname:\(cname)"))
+            if sends { m.attributes.append(SDPAttribute("ssrc", "\(ssrc) cname:\(cname)")) }
             for c in candidates { m.attributes.append(SDPAttribute("candidate", c.attributeValue)) }
             m.attributes.append(SDPAttribute("end-of-candidates"))
             session.media.append(m)
@@ -148,9 +154,12 @@ public struct PublisherAnswer: Hashable, Sendable {
         setup = answer.value("setup", in: first) ?? "active"
         candidates = answer.media.flatMap { $0.values("candidate") }.compactMap(ICECandidate.init(parsing:))
             + answer.attributes.filter { $0.name == "candidate" }.compactMap { $0.value.flatMap(ICECandidate.init(parsing:)) }
+        // The answer's direction mirrors the offer's: a publisher's sendonly
+        // is answered recvonly, a subscriber's recvonly sendonly.
+        let mirrored = offer.direction == "recvonly" ? "sendonly" : "recvonly"
         func chosen(_ kind: String, _ offered: [CodecDescription]) -> CodecDescription? {
             guard let m = answer.media.first(where: { $0.kind == kind }), m.port != 0,
-                  m.direction == "recvonly" || m.direction == "sendrecv" else { return nil }
+                  m.direction == mirrored || m.direction == "sendrecv" else { return nil }
             return m.codecs.first { c in offered.contains { $0.matches(c) } }
         }
         audio = chosen("audio", offer.audio)

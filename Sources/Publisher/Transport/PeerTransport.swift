@@ -39,11 +39,17 @@ public enum ConnectionError: Error, Hashable, Sendable, CustomStringConvertible 
 /// session) hands each RTP packet, decrypted, on the transport thread.
 /// `feedback` is sent back to the publisher at once (PLI, REMB): the
 /// transport keeps the array and empties it, so nothing is allocated per packet.
-protocol ReceivedRTPSink: AnyObject, Sendable {
+package protocol ReceivedRTPSink: AnyObject, Sendable {
     func receive(rtp packet: ArraySlice<UInt8>, now: Double, feedback: inout [RTCPPacket])
     /// The periodic receiver reports (about once a second): a sender that
     /// hears nothing back takes the connection for dead.
     func receiverReports() -> [RTCPPacket]
+    /// The sender's RTCP (sender reports for A/V sync and round-trip time).
+    func receive(rtcp packets: [RTCPPacket], now: Double)
+}
+
+extension ReceivedRTPSink {
+    package func receive(rtcp packets: [RTCPPacket], now: Double) {}
 }
 
 /// One WebRTC connection of the publisher: UDP sockets on every usable
@@ -53,14 +59,14 @@ protocol ReceivedRTPSink: AnyObject, Sendable {
 /// ICE-lite. It runs on one thread of its own, waiting in poll() on
 /// its sockets and a wake-up event, with every timer (ICE, DTLS
 /// retransmission, pacer, RTCP) folded into the poll timeout.
-final class PeerTransport: @unchecked Sendable {   // `run` state belongs to the transport thread
-    enum Phase: Sendable, Equatable {
+package final class PeerTransport: @unchecked Sendable {   // `run` state belongs to the transport thread
+    package enum Phase: Sendable, Equatable {
         case checking, securing, connected
         case failed(ConnectionError)
         case closed
     }
 
-    struct Remote: Sendable {
+    package struct Remote: Sendable {
         var ufrag: String
         var password: String
         var isLite: Bool
@@ -68,12 +74,22 @@ final class PeerTransport: @unchecked Sendable {   // `run` state belongs to the
         /// The answer's a=setup: "active" makes us the DTLS server.
         var setup: String
         var candidates: [(ip: String, port: UInt16, priority: UInt32, type: String, foundation: String)]
+
+        package init(ufrag: String, password: String, isLite: Bool, fingerprint: String, setup: String,
+                     candidates: [(ip: String, port: UInt16, priority: UInt32, type: String, foundation: String)]) {
+            self.ufrag = ufrag
+            self.password = password
+            self.isLite = isLite
+            self.fingerprint = fingerprint
+            self.setup = setup
+            self.candidates = candidates
+        }
     }
 
-    let iceUfrag: String
-    let icePassword: String
+    package let iceUfrag: String
+    package let icePassword: String
     private(set) var localCandidates: [ICELocalCandidate] = []
-    let cname: String
+    package let cname: String
 
     private let logger: Logger
     private let certificate: DTLSCertificate
@@ -158,12 +174,22 @@ final class PeerTransport: @unchecked Sendable {   // `run` state belongs to the
         }
     }
 
+    /// A receive-only connection as a WHEP client (a subscriber): the
+    /// offerer, a full controlling ICE agent, sending nothing but RTCP.
+    package convenience init(receivingInto receiver: any ReceivedRTPSink, certificate: DTLSCertificate,
+                             includeLoopback: Bool, stunServer: TransportAddress?, connectTimeout: Double,
+                             logger: Logger, onPhase: @escaping @Sendable (Phase) -> Void) throws(ConnectionError) {
+        let media = MediaHub(videoBitrateCeiling: 1).makeSenders([])
+        try self.init(certificate: certificate, media: media, includeLoopback: includeLoopback, stunServer: stunServer,
+                      connectTimeout: connectTimeout, receiver: receiver, logger: logger, onPhase: onPhase)
+    }
+
     deinit {
         for socket in sockets { socket.close() }
     }
 
     /// The local candidates as SDP lines carry them.
-    var sdpCandidates: [ICECandidate] {
+    package var sdpCandidates: [ICECandidate] {
         localCandidates.map { c in
             ICECandidate(foundation: c.foundation, priority: c.priority, address: c.ip, port: Int(c.port), type: c.type,
                          relatedAddress: c.relatedAddress?.ip, relatedPort: c.relatedAddress.map { Int($0.port) })
@@ -171,7 +197,7 @@ final class PeerTransport: @unchecked Sendable {   // `run` state belongs to the
     }
 
     /// The candidates of a peer's SDP this transport can use: UDP, RTP component.
-    static func usable(_ candidates: [ICECandidate]) -> [(ip: String, port: UInt16, priority: UInt32, type: String, foundation: String)] {
+    package static func usable(_ candidates: [ICECandidate]) -> [(ip: String, port: UInt16, priority: UInt32, type: String, foundation: String)] {
         candidates.filter { $0.transport == "udp" && $0.component == 1 }.compactMap { c in
             guard let port = UInt16(exactly: c.port) else { return nil }
             return (c.address, port, c.priority, c.type, c.foundation)
@@ -179,12 +205,12 @@ final class PeerTransport: @unchecked Sendable {   // `run` state belongs to the
     }
 
     /// Where the connection is.
-    var phase: Phase { control.withLock { $0.phase } }
+    package var phase: Phase { control.withLock { $0.phase } }
     /// "local ip:port -> remote ip:port" once ICE chose a pair.
-    var selectedPair: String? { control.withLock { $0.selected } }
+    package var selectedPair: String? { control.withLock { $0.selected } }
 
     /// Starts checks towards the answer's candidates, on the transport thread.
-    func start(remote: Remote) {
+    package func start(remote: Remote) {
         agent.setRemoteCredentials(ufrag: remote.ufrag, password: remote.password, isLite: remote.isLite)
         for c in remote.candidates {
             agent.addRemoteCandidate(ip: c.ip, port: c.port, priority: c.priority, type: c.type, foundation: c.foundation)
@@ -202,7 +228,7 @@ final class PeerTransport: @unchecked Sendable {   // `run` state belongs to the
     }
 
     /// Stops the loop (sending RTCP BYE first when connected) and waits for it.
-    func stop() {
+    package func stop() {
         let thread: StoppableThread? = control.withLock { c in
             defer { c.thread = nil }
             return c.thread
@@ -357,6 +383,7 @@ final class PeerTransport: @unchecked Sendable {   // `run` state belongs to the
             return
         }
         guard let packets = try? RTCPPacket.parseCompound(rtcpBuffer[...]) else { return }
+        receiver?.receive(rtcp: packets, now: Self.now())
         let now = NTPTime.compact(NTPTime.now())
         if media.handle(packets, arrivedAtCompactNTP: now) { setPhase(.failed(.peerClosed)) }
     }

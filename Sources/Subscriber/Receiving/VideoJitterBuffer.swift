@@ -1,0 +1,339 @@
+import RTP
+
+/// Where a subscriber's video packets wait to become whole frames: it puts
+/// them back in order, asks for the missing ones again (NACK), waits for
+/// them within a bound, and when one is lost for good drops what depends on
+/// it and waits for a keyframe (asking for one: PLI).
+///
+/// Runs on the connection's thread. Packets are copied into slots allocated
+/// once; a frame is assembled into a buffer the caller keeps, so nothing is
+/// allocated per packet or per frame in steady state (the missing list grows
+/// only under loss).
+struct VideoJitterBuffer {
+    enum Codec: Sendable { case vp8, h264 }
+
+    struct Settings: Sendable {
+        /// Packets held: about a second of 720p video at 2 Mbit/s.
+        var capacity = 1024
+        /// How long a missing packet is waited for before the frames that
+        /// need it are given up. Retransmissions on loopback or a LAN take
+        /// a round trip or two.
+        var maxWait = 0.3
+        /// Between two NACKs of the same packet.
+        var nackInterval = 0.04
+        var maxNackTries = 6
+        /// Between two keyframe requests.
+        var pliInterval = 0.5
+    }
+
+    struct Counters: Sendable, Equatable {
+        var packets: UInt64 = 0
+        var duplicates: UInt64 = 0
+        var late: UInt64 = 0
+        var nacked: UInt64 = 0
+        var recovered: UInt64 = 0
+        var framesAssembled: UInt64 = 0
+        /// Frames given up: a packet never came, or they waited for a keyframe.
+        var framesDropped: UInt64 = 0
+        var keyframeRequests: UInt64 = 0
+    }
+
+    /// A whole frame, in `frameBytes` (the codec's bitstream: VP8 data, or
+    /// H.264 in Annex B).
+    struct Frame: Sendable, Equatable {
+        var timestamp: UInt32
+        var isKeyframe: Bool
+        var firstSequence: Int64
+        var lastSequence: Int64
+    }
+
+    private struct Slot {
+        var sequence: Int64 = -1
+        var timestamp: UInt32 = 0
+        var marker = false
+        /// The packet begins a frame (VP8: S bit, partition 0).
+        var startsFrame = false
+        var startsKeyframe = false
+        var payload: [UInt8] = []
+    }
+
+    private struct Missing {
+        var sequence: Int64
+        var since: Double
+        var lastNack: Double
+        var tries: Int
+    }
+
+    let codec: Codec
+    let settings: Settings
+    private var slots: [Slot]
+    /// The extended sequence number of the first packet not yet assembled or given up.
+    private var next: Int64?
+    private var highest: Int64 = -1
+    private var missing: [Missing] = []
+    private var lastPLI = -Double.infinity
+    private var lastFrameTimestamp: UInt32?
+    private(set) var waitingForKeyframe = true
+    private(set) var counters = Counters()
+    private let depacketizer = H264Depacketizer()
+
+    init(codec: Codec, settings: Settings = Settings()) {
+        self.codec = codec
+        self.settings = settings
+        var slot = Slot()
+        slot.payload.reserveCapacity(1500)
+        slots = Array(repeating: slot, count: settings.capacity)
+        for index in slots.indices { slots[index].payload.reserveCapacity(1500) }   // each its own storage
+        missing.reserveCapacity(64)
+    }
+
+    /// The 16-bit sequence number extended against the highest seen.
+    private func extend(_ sequence: UInt16) -> Int64 {
+        guard highest >= 0 else { return Int64(sequence) + (1 << 16) }   // room below the first packet
+        var candidate = (highest & ~0xFFFF) | Int64(sequence)
+        if candidate - highest > 0x8000 { candidate -= 1 << 16 } else if highest - candidate > 0x8000 { candidate += 1 << 16 }
+        return candidate
+    }
+
+    /// Files one packet. `feedback` gets what to send back now: NACKs for
+    /// packets that went missing, a PLI when a keyframe is needed.
+    mutating func insert(_ packet: RTPPacketView, bytes: ArraySlice<UInt8>, now: Double,
+                         feedback: inout FeedbackRequests) {
+        counters.packets += 1
+        let sequence = extend(packet.sequenceNumber)
+        if next == nil { next = sequence }
+        guard let first = next, sequence >= first else {
+            counters.late += 1
+            return
+        }
+        if sequence - first >= Int64(settings.capacity) {
+            // Far ahead of what is still waiting: the buffer cannot bridge it.
+            restart(at: sequence, now: now, feedback: &feedback)
+        }
+        let index = Int(sequence % Int64(settings.capacity))
+        if slots[index].sequence == sequence {
+            counters.duplicates += 1
+            return
+        }
+        let payload = bytes[packet.payload]
+        slots[index].sequence = sequence
+        slots[index].timestamp = packet.timestamp
+        slots[index].marker = packet.marker
+        switch codec {
+        case .vp8:
+            let inspected = KeyframeInspection.vp8(payload)
+            slots[index].startsFrame = inspected != nil
+            slots[index].startsKeyframe = inspected?.isKeyframe ?? false
+        case .h264:
+            slots[index].startsKeyframe = KeyframeInspection.h264StartsKeyframe(payload)
+            slots[index].startsFrame = false   // known from its neighbours: see `startsFrame(at:)`
+        }
+        slots[index].payload.removeAll(keepingCapacity: true)
+        slots[index].payload.append(contentsOf: payload)
+
+        if sequence > highest {
+            if highest >= 0, sequence - highest > 1 {
+                let gap = sequence - highest - 1
+                if gap > Int64(settings.capacity / 2) {
+                    restart(at: sequence, now: now, feedback: &feedback)
+                } else {
+                    for lost in (highest + 1)..<sequence {
+                        missing.append(Missing(sequence: lost, since: now, lastNack: -.infinity, tries: 0))
+                    }
+                }
+            }
+            highest = sequence
+        } else if let found = missing.firstIndex(where: { $0.sequence == sequence }) {
+            missing.remove(at: found)
+            counters.recovered += 1
+        }
+        collectNacks(now: now, feedback: &feedback)
+    }
+
+    /// The next whole frame, in order, assembled into `frameBytes`; nil when
+    /// none is ready. Gives up frames whose packets waited past the bound.
+    mutating func nextFrame(into frameBytes: inout [UInt8], now: Double, feedback: inout FeedbackRequests) -> Frame? {
+        guard next != nil else { return nil }
+        if waitingForKeyframe { seekKeyframe() }
+        while let first = next, first <= highest {
+            guard present(first) else {
+                if waitingForKeyframe { return nil }
+                // The next packet in order is missing: wait for it within the bound.
+                if let oldest = missing.first, now - oldest.since > settings.maxWait {
+                    giveUp(now: now, feedback: &feedback)
+                    seekKeyframe()
+                    continue
+                }
+                return nil
+            }
+            if !startsFrame(at: first) {
+                // The frame's beginning was given up: what follows cannot decode.
+                giveUp(now: now, feedback: &feedback)
+                seekKeyframe()
+                continue
+            }
+            // Walk to the frame's marker packet.
+            var last = first
+            let timestamp = slot(first).timestamp
+            while !slot(last).marker {
+                let following = last + 1
+                guard following <= highest, present(following) else {
+                    if following <= highest, let oldest = missing.first, now - oldest.since > settings.maxWait {
+                        giveUp(now: now, feedback: &feedback)
+                        seekKeyframe()
+                    }
+                    return nil   // the rest of the frame has not arrived (yet)
+                }
+                if slot(following).timestamp != timestamp { break }   // the marker was lost: the frame ends here
+                last = following
+            }
+            let isKeyframe = slot(first).startsKeyframe
+            if waitingForKeyframe && !isKeyframe {
+                next = last + 1
+                counters.framesDropped += 1
+                continue
+            }
+            frameBytes.removeAll(keepingCapacity: true)
+            var broken = false
+            for sequence in first...last where !append(slot(sequence).payload[...], to: &frameBytes) { broken = true }
+            next = last + 1
+            lastFrameTimestamp = timestamp
+            if broken {
+                giveUp(now: now, feedback: &feedback)
+                continue
+            }
+            waitingForKeyframe = false
+            counters.framesAssembled += 1
+            return Frame(timestamp: timestamp, isKeyframe: isKeyframe, firstSequence: first, lastSequence: last)
+        }
+        return nil
+    }
+
+    /// The decoder could not use a frame: what follows needs a keyframe.
+    mutating func decodeFailed(now: Double, feedback: inout FeedbackRequests) {
+        waitingForKeyframe = true
+        requestKeyframe(now: now, feedback: &feedback)
+    }
+
+    /// Sequences still missing and not yet given up (for tests and stats).
+    var missingSequences: [Int64] { missing.map(\.sequence) }
+
+    // MARK: Inside
+
+    private func slot(_ sequence: Int64) -> Slot { slots[Int(sequence % Int64(settings.capacity))] }
+
+    private func present(_ sequence: Int64) -> Bool { slot(sequence).sequence == sequence }
+
+    /// Whether the packet at `sequence` begins a frame. VP8 says so in its
+    /// descriptor; for H.264 it is the packet after a marker, or the first
+    /// of a new timestamp.
+    private func startsFrame(at sequence: Int64) -> Bool {
+        switch codec {
+        case .vp8: return slot(sequence).startsFrame
+        case .h264:
+            if present(sequence - 1) { return slot(sequence - 1).marker || slot(sequence - 1).timestamp != slot(sequence).timestamp }
+            if let lastFrameTimestamp { return slot(sequence).timestamp != lastFrameTimestamp }
+            return slot(sequence).startsKeyframe
+        }
+    }
+
+    private func append(_ payload: ArraySlice<UInt8>, to out: inout [UInt8]) -> Bool {
+        switch codec {
+        case .vp8:
+            guard let descriptor = try? VP8PayloadDescriptor(parsing: payload) else { return false }
+            out.append(contentsOf: payload.dropFirst(descriptor.headerSize))
+            return true
+        case .h264:
+            do { try depacketizer.append(payload, to: &out) } catch { return false }
+            return true
+        }
+    }
+
+    /// A packet is lost for good: drop the frames that need it, ask for a keyframe.
+    private mutating func giveUp(now: Double, feedback: inout FeedbackRequests) {
+        counters.framesDropped += 1
+        missing.removeAll(keepingCapacity: true)
+        waitingForKeyframe = true
+        requestKeyframe(now: now, feedback: &feedback)
+    }
+
+    /// Moves `next` to the first keyframe's first packet held, or past
+    /// everything held when there is none.
+    private mutating func seekKeyframe() {
+        guard let first = next, first <= highest else { return }
+        var sequence = first
+        while sequence <= highest {
+            if present(sequence), slot(sequence).startsKeyframe, startsFrameForKeyframe(sequence) {
+                next = sequence
+                missing.removeAll { $0.sequence < sequence }
+                return
+            }
+            sequence += 1
+        }
+        next = highest + 1
+        missing.removeAll(keepingCapacity: true)
+    }
+
+    /// A keyframe's first packet: VP8 marks it; an H.264 keyframe starts with
+    /// its SPS or IDR NAL unit, whose first packet is the one after the previous timestamp.
+    private func startsFrameForKeyframe(_ sequence: Int64) -> Bool {
+        switch codec {
+        case .vp8: return slot(sequence).startsFrame
+        case .h264: return !present(sequence - 1) || slot(sequence - 1).timestamp != slot(sequence).timestamp
+                || slot(sequence - 1).marker
+        }
+    }
+
+    private mutating func restart(at sequence: Int64, now: Double, feedback: inout FeedbackRequests) {
+        next = sequence
+        missing.removeAll(keepingCapacity: true)
+        counters.framesDropped += 1
+        waitingForKeyframe = true
+        requestKeyframe(now: now, feedback: &feedback)
+    }
+
+    private mutating func requestKeyframe(now: Double, feedback: inout FeedbackRequests) {
+        guard now - lastPLI >= settings.pliInterval else { return }
+        lastPLI = now
+        counters.keyframeRequests += 1
+        feedback.keyframe = true
+    }
+
+    private mutating func collectNacks(now: Double, feedback: inout FeedbackRequests) {
+        if waitingForKeyframe {
+            // Until a keyframe's first packet is held, what is missing is not
+            // worth asking for; ask for the keyframe instead (again, now and then).
+            guard let first = next, present(first), slot(first).startsKeyframe else {
+                if now - lastPLI >= settings.pliInterval { requestKeyframe(now: now, feedback: &feedback) }
+                return
+            }
+        }
+        let first = next ?? 0
+        for index in missing.indices where missing[index].sequence >= first && missing[index].tries < settings.maxNackTries
+            && now - missing[index].lastNack >= settings.nackInterval {
+            missing[index].lastNack = now
+            missing[index].tries += 1
+            counters.nacked += 1
+            feedback.nack(UInt16(truncatingIfNeeded: missing[index].sequence))
+        }
+    }
+}
+
+/// What the receive path asks of the sender after a packet: sequence numbers
+/// to resend, a keyframe. Kept by the caller and emptied, so asking allocates
+/// nothing while nothing is lost.
+struct FeedbackRequests {
+    private(set) var nacks: [UInt16] = []
+    var keyframe = false
+
+    init() { nacks.reserveCapacity(64) }
+
+    mutating func nack(_ sequence: UInt16) { nacks.append(sequence) }
+
+    var isEmpty: Bool { nacks.isEmpty && !keyframe }
+
+    mutating func clear() {
+        nacks.removeAll(keepingCapacity: true)
+        keyframe = false
+    }
+}

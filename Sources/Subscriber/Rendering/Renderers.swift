@@ -1,0 +1,91 @@
+import MediaFiles
+import MediaTypes
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Where decoded video goes. Called on the subscriber's receive thread,
+/// one frame at a time; the frame is reused after the call returns.
+public protocol VideoRenderer: AnyObject, Sendable {
+    func render(_ frame: VideoFrame) throws(RenderError)
+    /// The stream is over: flush and close.
+    func finish() throws(RenderError)
+}
+
+/// Where decoded audio goes: interleaved S16 at `sampleRate`.
+public protocol AudioRenderer: AnyObject, Sendable {
+    var sampleRate: Int { get }
+    var channels: Int { get }
+    func render(_ samples: UnsafeBufferPointer<Int16>) throws(RenderError)
+    func finish() throws(RenderError)
+}
+
+/// Video into a Y4M file (4:2:0), opened at the first frame with its size.
+/// A stream that changes size keeps the first size: frames of another size
+/// are counted and left out (Y4M has one size per file).
+public final class Y4MFileRenderer: VideoRenderer, @unchecked Sendable {   // one receive thread at a time
+    public let path: String
+    private let framesPerSecond: Double
+    private var writer: Y4MWriter?
+    public private(set) var framesOfAnotherSize = 0
+
+    /// Creates (empties) the file at once, so an unwritable path fails
+    /// before connecting; the header follows with the first frame.
+    public init(path: String, framesPerSecond: Double = 30) throws(RenderError) {
+        self.path = path
+        self.framesPerSecond = framesPerSecond
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw RenderError(target: path, reason: String(cString: strerror(errno))) }
+        close(fd)
+    }
+
+    public func render(_ frame: VideoFrame) throws(RenderError) {
+        do {
+            if writer == nil {
+                writer = try Y4MWriter(path: path, width: frame.width, height: frame.height,
+                                       framesPerSecond: framesPerSecond, fullRange: frame.isFullRange)
+            }
+            guard let writer, writer.width == frame.width, writer.height == frame.height else {
+                framesOfAnotherSize += 1
+                return
+            }
+            try writer.write(frame)
+        } catch {
+            throw RenderError(target: path, reason: error.description)
+        }
+    }
+
+    public func finish() throws(RenderError) {
+        do { try writer?.close() } catch { throw RenderError(target: path, reason: error.description) }
+        writer = nil
+    }
+
+    public var framesWritten: Int { writer?.framesWritten ?? 0 }
+}
+
+/// Audio into a WAV file (S16), created at once so that an unwritable path
+/// fails before connecting.
+public final class WAVFileRenderer: AudioRenderer, @unchecked Sendable {   // one receive thread at a time
+    public let path: String
+    public let sampleRate: Int
+    public let channels: Int
+    private var writer: WAVWriter?
+
+    public init(path: String, sampleRate: Int = 48_000, channels: Int = 1) throws(RenderError) {
+        self.path = path
+        self.sampleRate = sampleRate
+        self.channels = channels
+        do { writer = try WAVWriter(path: path, sampleRate: sampleRate, channels: channels) } catch {
+            throw RenderError(target: path, reason: error.description)
+        }
+    }
+
+    public func render(_ samples: UnsafeBufferPointer<Int16>) throws(RenderError) {
+        do { try writer?.write(samples) } catch { throw RenderError(target: path, reason: error.description) }
+    }
+
+    public func finish() throws(RenderError) {
+        do { try writer?.close() } catch { throw RenderError(target: path, reason: error.description) }
+        writer = nil
+    }
+}

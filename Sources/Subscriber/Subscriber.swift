@@ -1,0 +1,280 @@
+import Logging
+import MediaTypes
+import Publisher
+import SDP
+import SecureTransport
+import Synchronization
+import WHIP
+
+/// Receives one stream over WHEP (RFC 9725's sibling: an SDP offer POSTed,
+/// a Location to DELETE) from camagent's router, its built-in viewer, or any
+/// WHEP server, decodes it and hands it to renderers. OpenTok's Subscriber.
+///
+/// It runs on a control thread of its own: connect, watch the connection,
+/// and when the media stops (consent lost) try new WHEP exchanges until
+/// `reconnectWindow` runs out. The connection's own thread receives,
+/// decodes and renders (see `ReceivedMedia`).
+public final class Subscriber: Sendable {
+    public let endpoint: String
+    private let client: WHIPClient
+    private let settings: SubscriberSettings
+    private let logger: Logger
+    private let certificate: DTLSCertificate
+    private let media: ReceivedMedia
+    private let onEvent: @Sendable (SubscriberEvent) -> Void
+    private let signal = StopSignal()
+    private let control = Mutex<Control>(Control())
+
+    private struct Control {
+        var thread: StoppableThread?
+        var state = SubscriberState.connecting
+        var selectedPair: String?
+        var connections = 0
+        var outcome: Result<Void, SubscriberError>?
+    }
+
+    /// - Parameters:
+    ///   - endpoint: the WHEP URL (camagent: `http://HOST:PORT/v2/sessions/SID/streams/ID/subscribe`, or a viewer's `/whep`).
+    ///   - token: sent as a bearer token (a subscriber token of the session).
+    ///   - video, audio: where decoded media goes (nil: decoded, then dropped).
+    public init(endpoint: String, token: String?, settings: SubscriberSettings = SubscriberSettings(),
+                video: (any VideoRenderer)?, audio: (any AudioRenderer)?, logger: Logger,
+                onEvent: @escaping @Sendable (SubscriberEvent) -> Void) throws(SubscriberError) {
+        self.endpoint = endpoint
+        self.settings = settings
+        self.logger = logger
+        self.onEvent = onEvent
+        do {
+            client = try WHIPClient(endpoint: endpoint, token: token, timeout: settings.httpTimeout,
+                                    allowInsecureTLS: settings.allowInsecureTLS,
+                                    trustedCertificatesFile: settings.trustedCertificatesFile, logger: logger)
+        } catch {
+            throw .signalling(error)
+        }
+        do { certificate = try DTLSCertificate(commonName: "camagent-subscriber") } catch {
+            throw .connection(.dtls(error))
+        }
+        media = ReceivedMedia(video: video, audio: audio, maxBitrate: settings.maxBitrate, logger: logger,
+                              onEvent: onEvent)
+    }
+
+    // MARK: Control
+
+    /// Connects on the subscriber's own thread; events follow.
+    public func start() {
+        let thread = StoppableThread(name: "camagent-subscriber", signal: signal) { [self] _ in run() }
+        control.withLock { $0.thread = thread }
+    }
+
+    /// Ends the subscription (WHEP DELETE), closes the renderers, waits for the threads.
+    public func stop() {
+        let thread = control.withLock { $0.thread }
+        if let thread { thread.stop() } else { signal.requestStop() }
+    }
+
+    /// Waits until the subscriber ends on its own (stream ended, gave up,
+    /// failed) or `seconds` pass; nil while it still runs.
+    public func wait(seconds: Double) -> Result<Void, SubscriberError>? {
+        let until = MonotonicTimestamp.now().seconds + seconds
+        while true {
+            if let outcome = control.withLock({ $0.outcome }) { return outcome }
+            let left = until - MonotonicTimestamp.now().seconds
+            if left <= 0 { return nil }
+            _ = signal.wait(milliseconds: Int32(min(left, 0.2) * 1000) + 1)
+        }
+    }
+
+    /// Decode video (true) or drop it as it arrives (false); toggled live,
+    /// without a new exchange. Turning it back on waits for a keyframe.
+    public var subscribeToVideo: Bool {
+        get { media.decodeVideo.load(ordering: .relaxed) }
+        set { media.decodeVideo.store(newValue, ordering: .relaxed) }
+    }
+
+    public var subscribeToAudio: Bool {
+        get { media.decodeAudio.load(ordering: .relaxed) }
+        set { media.decodeAudio.store(newValue, ordering: .relaxed) }
+    }
+
+    public var state: SubscriberState { control.withLock { $0.state } }
+
+    public func stats() -> SubscriberStats {
+        let received = media.stats
+        return control.withLock { c in
+            SubscriberStats(state: c.state, video: received.video, audio: received.audio, selectedPair: c.selectedPair,
+                            connections: c.connections)
+        }
+    }
+
+    // MARK: The control thread
+
+    private enum Attempt {
+        case stopped
+        case ended(String)
+        case failed(SubscriberError)
+        /// Was connected; the media stopped.
+        case dropped(String)
+    }
+
+    private func run() {
+        var everConnected = false
+        var lostAt: Double?
+        var delay = 0.5
+        var lastError = ""
+        while true {
+            let attempt = connectAndServe(reconnecting: lostAt != nil)
+            switch attempt {
+            case .stopped:
+                finish(.stopped, .success(()))
+                return
+            case .ended(let reason):
+                onEvent(.streamEnded(reason: reason))
+                finish(.ended, .failure(.streamEnded(reason)))
+                return
+            case .failed(let error):
+                // A refusal (token, unknown stream, codec) is final; so is a
+                // first connection that never came up.
+                if !everConnected || Self.isFinal(error) {
+                    finish(.failed, .failure(error))
+                    return
+                }
+                lastError = error.description
+            case .dropped(let reason):
+                everConnected = true
+                lastError = reason
+                if lostAt == nil {
+                    lostAt = MonotonicTimestamp.now().seconds
+                    onEvent(.disconnected(reason: reason))
+                    delay = 0.5
+                }
+            }
+            if case .failed = attempt, lostAt == nil { lostAt = MonotonicTimestamp.now().seconds }
+            guard let since = lostAt else { continue }
+            if MonotonicTimestamp.now().seconds - since > settings.reconnectWindow {
+                let error = SubscriberError.gaveUp(seconds: settings.reconnectWindow, lastError: lastError)
+                onEvent(.streamDestroyed(reason: error.description))
+                finish(.failed, .failure(error))
+                return
+            }
+            setState(.reconnecting)
+            logger.notice("reconnecting in \(delay) s")
+            if signal.wait(milliseconds: Int32(delay * 1000)), signal.isStopRequested {
+                finish(.stopped, .success(()))
+                return
+            }
+            delay = min(delay * 2, 4)
+        }
+    }
+
+    private static func isFinal(_ error: SubscriberError) -> Bool {
+        switch error {
+        case .signalling(.unauthorized), .signalling(.notFound), .signalling(.rejected), .signalling(.badURL),
+             .badAnswer, .output, .streamEnded:
+            return true
+        default:
+            return false
+        }
+    }
+
+    private func connectAndServe(reconnecting: Bool) -> Attempt {
+        if signal.isStopRequested { return .stopped }
+        let transport: PeerTransport
+        do {
+            transport = try PeerTransport(
+                receivingInto: media, certificate: certificate, includeLoopback: settings.includeLoopbackCandidates,
+                stunServer: settings.stunServer, connectTimeout: settings.connectTimeout, logger: logger
+            ) { [signal] _ in signal.wakeUp() }
+        } catch {
+            return .failed(.connection(error))
+        }
+        var offer = PublisherOffer(
+            iceUfrag: transport.iceUfrag, icePwd: transport.icePassword, fingerprint: certificate.fingerprint,
+            candidates: transport.sdpCandidates, audio: settings.receiveAudio ? [.opus] : [],
+            video: settings.receiveVideo ? [.vp8, .h264] : [], audioSSRC: 0, videoSSRC: 0, cname: transport.cname,
+            streamID: "camagent-subscriber")
+        offer.direction = "recvonly"
+        let offerText = offer.sessionDescription(sessionID: .random(in: 1...UInt64(Int64.max))).text
+        logger.debug("offer:\n\(offerText)")
+        let session: WHIPSession
+        do { session = try client.publish(offer: offerText) } catch { return .failed(.signalling(error)) }
+        logger.debug("answer:\n\(session.answerSDP)")
+        let answer: PublisherAnswer
+        do {
+            answer = try PublisherAnswer(try SessionDescription(parsing: session.answerSDP), to: offer)
+            guard answer.fingerprintAlgorithm == "sha-256" else {
+                throw SDPError.missing("a sha-256 fingerprint (got \(answer.fingerprintAlgorithm))")
+            }
+        } catch {
+            try? client.stop(session)
+            return .failed(.badAnswer("\(error)"))
+        }
+        var negotiated = ReceivedMedia.Negotiated()
+        var codecs: [String] = []
+        if let video = answer.video {
+            negotiated.videoPayloadType = UInt8(truncatingIfNeeded: video.payloadType)
+            negotiated.videoCodec = video.name.lowercased() == "h264" ? .h264 : .vp8
+            negotiated.videoCodecName = video.name
+            codecs.append(video.name)
+        }
+        if let audio = answer.audio {
+            negotiated.audioPayloadType = UInt8(truncatingIfNeeded: audio.payloadType)
+            negotiated.audioCodec = audio.name
+            codecs.append(audio.name)
+        }
+        do { try media.configure(negotiated) } catch {
+            try? client.stop(session)
+            return .failed(error)
+        }
+        transport.start(remote: PeerTransport.Remote(
+            ufrag: answer.iceUfrag, password: answer.icePwd, isLite: answer.iceLite, fingerprint: answer.fingerprint,
+            setup: answer.setup, candidates: PeerTransport.usable(answer.candidates)))
+        var peerClosed = false
+        defer {
+            transport.stop()
+            if !peerClosed {
+                do { try client.stop(session) } catch { logger.debug("WHEP DELETE: \(error)") }
+            }
+            control.withLock { $0.selectedPair = nil }
+        }
+        var connected = false
+        while true {
+            if signal.isStopRequested { return .stopped }
+            if let failure = media.failure { return .failed(.output(failure)) }
+            switch transport.phase {
+            case .connected where !connected:
+                connected = true
+                let pair = transport.selectedPair
+                control.withLock { c in
+                    c.connections += 1
+                    c.selectedPair = pair
+                }
+                setState(.connected)
+                onEvent(reconnecting ? .reconnected(selectedPair: pair) : .connected(codecs: codecs.joined(separator: "+"), selectedPair: pair))
+            case .failed(.peerClosed):
+                peerClosed = true
+                return connected ? .ended("the sender closed the connection") : .failed(.connection(.peerClosed))
+            case .failed(let error):
+                return connected ? .dropped(error.description) : .failed(.connection(error))
+            case .closed:
+                return connected ? .dropped("the connection closed") : .failed(.connection(.peerClosed))
+            default:
+                break
+            }
+            _ = signal.wait(milliseconds: 200)
+        }
+    }
+
+    private func setState(_ state: SubscriberState) { control.withLock { $0.state = state } }
+
+    private func finish(_ state: SubscriberState, _ outcome: Result<Void, SubscriberError>) {
+        var outcome = outcome
+        do { try media.finishRenderers() } catch {
+            if case .success = outcome { outcome = .failure(.output(error)) }
+        }
+        control.withLock { c in
+            c.state = state
+            c.outcome = outcome
+        }
+        signal.wakeUp()
+    }
+}

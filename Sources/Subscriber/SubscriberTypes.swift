@@ -1,0 +1,136 @@
+import Networking
+import Publisher
+import WHIP
+
+/// How a subscriber connects and how long it keeps trying.
+public struct SubscriberSettings: Sendable {
+    /// Receive the stream's audio / video at all (offered in the WHEP exchange).
+    public var receiveAudio = true
+    public var receiveVideo = true
+    /// Loopback host candidates too (tests on one machine, peers on 127.0.0.1).
+    public var includeLoopbackCandidates = false
+    public var stunServer: TransportAddress?
+    /// Seconds for ICE and DTLS to come up on each attempt.
+    public var connectTimeout = 20.0
+    /// After the media stops, how long new WHEP exchanges are tried before
+    /// the stream is given up (streamDestroyed).
+    public var reconnectWindow = 30.0
+    /// Seconds for each HTTP exchange.
+    public var httpTimeout = 10.0
+    public var allowInsecureTLS = false
+    public var trustedCertificatesFile: String?
+    /// What the subscriber tells the sender it can take (REMB), bits per second.
+    public var maxBitrate = 4_000_000
+
+    public init() {}
+}
+
+public enum SubscriberState: String, Sendable {
+    case connecting, connected, reconnecting, ended, failed, stopped
+}
+
+/// Why video stopped or resumed for this subscriber (OpenTok's reasons).
+public enum VideoChangeReason: String, Sendable {
+    case publishVideo, subscribeToVideo, quality, codecNotSupported
+}
+
+/// What happens to a subscriber, in order, on the subscriber's threads.
+public enum SubscriberEvent: Sendable {
+    /// Media flows: the codecs settled and the ICE pair chosen.
+    case connected(codecs: String, selectedPair: String?)
+    /// The media stopped (consent lost, or nothing arrived): reconnecting.
+    case disconnected(reason: String)
+    /// Media flows again after `disconnected`.
+    case reconnected(selectedPair: String?)
+    case videoDimensions(width: Int, height: Int)
+    case videoDisabled(VideoChangeReason)
+    case videoEnabled(VideoChangeReason)
+    /// The sender ended the stream; the subscriber stops.
+    case streamEnded(reason: String)
+    /// Reconnecting did not succeed within the window: the subscriber stops.
+    case streamDestroyed(reason: String)
+}
+
+/// Why a subscriber stopped against its will.
+public enum SubscriberError: Error, Sendable, CustomStringConvertible {
+    /// The WHEP exchange failed: unreachable, refused, unauthorized, not found.
+    case signalling(WHIPError)
+    /// The answer cannot be used.
+    case badAnswer(String)
+    /// ICE, DTLS or SRTP did not come up, or the connection was lost for good.
+    case connection(ConnectionError)
+    /// The stream ended (the sender closed it).
+    case streamEnded(String)
+    /// Reconnecting failed for `seconds`.
+    case gaveUp(seconds: Double, lastError: String)
+    /// A renderer could not take the media (disk full, device gone).
+    case output(RenderError)
+
+    public var description: String {
+        switch self {
+        case .signalling(let e): e.description.replacingWHIP
+        case .badAnswer(let why): "the WHEP answer cannot be used: \(why)"
+        case .connection(let e): e.description
+        case .streamEnded(let reason): "the stream ended: \(reason)"
+        case .gaveUp(let seconds, let last): "the stream could not be reached again within \(Int(seconds)) s (last: \(last))"
+        case .output(let e): e.description
+        }
+    }
+}
+
+extension String {
+    /// The WHIP client's messages, for the same HTTP exchange made for WHEP.
+    fileprivate var replacingWHIP: String { hasPrefix("WHIP: ") ? "WHEP: " + dropFirst(6) : self }
+}
+
+/// A renderer's failure, with what it was writing to.
+public struct RenderError: Error, Sendable, CustomStringConvertible {
+    public var target: String
+    public var reason: String
+    public init(target: String, reason: String) {
+        self.target = target
+        self.reason = reason
+    }
+    public var description: String { "\(target): \(reason)" }
+}
+
+/// What one received video stream did, since the connection began.
+public struct VideoReceiveStats: Sendable, Equatable, Codable {
+    public var codec = ""
+    public var packetsReceived: UInt64 = 0
+    public var packetsLost: Int64 = 0
+    public var bytesReceived: UInt64 = 0
+    public var framesDecoded: UInt64 = 0
+    public var keyframesDecoded: UInt64 = 0
+    /// Frames given up (a packet never came) or that waited for a keyframe.
+    public var framesDropped: UInt64 = 0
+    public var decodeErrors: UInt64 = 0
+    public var nacksSent: UInt64 = 0
+    public var retransmissionsReceived: UInt64 = 0
+    public var keyframeRequestsSent: UInt64 = 0
+    public var width = 0
+    public var height = 0
+    public var jitterSeconds = 0.0
+}
+
+/// What one received audio stream did, since the connection began.
+public struct AudioReceiveStats: Sendable, Equatable, Codable {
+    public var codec = ""
+    public var packetsReceived: UInt64 = 0
+    public var packetsLost: Int64 = 0
+    public var bytesReceived: UInt64 = 0
+    public var samplesDecoded: UInt64 = 0
+    /// Samples made up by loss concealment.
+    public var samplesConcealed: UInt64 = 0
+    public var latePackets: UInt64 = 0
+    public var jitterSeconds = 0.0
+}
+
+public struct SubscriberStats: Sendable {
+    public var state: SubscriberState
+    public var video: VideoReceiveStats?
+    public var audio: AudioReceiveStats?
+    public var selectedPair: String?
+    /// Connections made (1, plus one per reconnection).
+    public var connections: Int
+}

@@ -1,0 +1,371 @@
+import ArgumentParser
+import Foundation
+import Logging
+import MediaTypes
+import Networking
+import Subscriber
+import Synchronization
+import WHIP
+
+/// `camagent subscribe`: receive one stream (of a router session, or from
+/// any WHEP endpoint), decode it, and write it out.
+struct SubscribeCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "subscribe",
+        abstract: "Receive a stream over WHEP, decode it and write it out (Y4M video, WAV audio).",
+        discussion: """
+            From a camagent router session: --session http://HOST:PORT/v2/sessions/SID --token T, with --stream ID,
+            --name NAME or --first (the default). From any WHEP server: --whep URL [--token T].
+            """
+    )
+
+    @Option(help: "A camagent router session (http://HOST:PORT/v2/sessions/SID); needs --token, a subscriber token of it.")
+    var session: String?
+
+    @Option(help: "A WHEP endpoint URL (camagent's built-in viewer: http://HOST:PORT/whep).")
+    var whep: String?
+
+    @Option(help: "Bearer token: the session's subscriber token, or the WHEP server's.")
+    var token: String?
+
+    @Option(help: "With --session: the id of the stream to receive.")
+    var stream: String?
+
+    @Option(help: "With --session: the name of the stream to receive.")
+    var name: String?
+
+    @Flag(help: "With --session: receive the first stream (the default without --stream or --name).")
+    var first = false
+
+    @Option(help: "With --session: seconds to wait for the stream to be published.")
+    var waitForStream = 10.0
+
+    @Option(help: "Where video goes: a .y4m file, or 'none' (decoded, then dropped).")
+    var videoOut = "none"
+
+    @Option(help: "Where audio goes: a .wav file, or 'none' (decoded, then dropped).")
+    var audioOut = "none"
+
+    @Option(help: "Audio channels written: 1 or 2.")
+    var channels = 1
+
+    @Flag(help: "Do not receive audio.")
+    var noAudio = false
+
+    @Flag(help: "Do not receive video.")
+    var noVideo = false
+
+    @Option(help: "Stop after this many seconds (default: until the stream ends or interrupted).")
+    var duration: Double?
+
+    @Option(help: "Seconds for ICE and DTLS to connect once the server answered.")
+    var connectTimeout = 20.0
+
+    @Option(help: "After the media stops, seconds of reconnecting before giving up.")
+    var reconnectWindow = 30.0
+
+    @Option(help: "Seconds to wait for each HTTP exchange with the server.")
+    var httpTimeout = 10.0
+
+    @Option(help: "STUN server host:port, for a server-reflexive ICE candidate.")
+    var stun: String?
+
+    @Flag(help: "Accept a server's TLS certificate without checking it (lab servers).")
+    var insecureTLS = false
+
+    @Flag(help: "Offer loopback addresses as ICE candidates (server on the same host).")
+    var loopbackCandidates = false
+
+    @Flag(help: "Print events and stats as JSON lines on stdout.")
+    var json = false
+
+    @OptionGroup var global: GlobalOptions
+
+    func validate() throws {
+        if (session == nil) == (whep == nil) { throw ValidationError("give one of --session URL or --whep URL") }
+        if session != nil && token == nil { throw ValidationError("--session needs --token: a subscriber token of that session (camagent token)") }
+        if whep != nil && (stream != nil || name != nil || first) { throw ValidationError("--stream, --name and --first choose a stream of a --session") }
+        if stream != nil && name != nil { throw ValidationError("--stream and --name contradict each other") }
+        if noAudio && noVideo { throw ValidationError("--no-audio and --no-video together leave nothing to receive") }
+        if !(1...2).contains(channels) { throw ValidationError("--channels must be 1 or 2") }
+        if videoOut != "none" && !videoOut.hasSuffix(".y4m") {
+            throw ValidationError("--video-out takes a .y4m file or 'none' (got \(videoOut))")
+        }
+        if audioOut != "none" && !audioOut.hasSuffix(".wav") {
+            throw ValidationError("--audio-out takes a .wav file or 'none' (got \(audioOut))")
+        }
+        if let stun, parseHostPort(stun) == nil { throw ValidationError("--stun takes host:port with a numeric address (got \(stun))") }
+        for (flag, value) in [("--wait-for-stream", waitForStream), ("--connect-timeout", connectTimeout),
+                              ("--reconnect-window", reconnectWindow), ("--http-timeout", httpTimeout)]
+        where !(value > 0 && value.isFinite) {
+            throw ValidationError("\(flag) must be a positive number of seconds")
+        }
+        if let duration, !(duration > 0 && duration.isFinite) { throw ValidationError("--duration must be a positive number of seconds") }
+    }
+
+    func run() throws {
+        let logger = global.makeLogger()
+        let out = SubscriberPrinter(json: json)
+
+        // The renderers first: an unwritable output fails before any network.
+        let videoRenderer: Y4MFileRenderer?
+        let audioRenderer: WAVFileRenderer?
+        do {
+            videoRenderer = videoOut == "none" || noVideo ? nil : try Y4MFileRenderer(path: videoOut)
+            audioRenderer = audioOut == "none" || noAudio ? nil : try WAVFileRenderer(path: audioOut, channels: channels)
+        } catch {
+            printError("camagent: cannot write \(error)")
+            throw ExitCode(ExitCodes.outputError)
+        }
+
+        let endpoint: String
+        var streamLabel = "WHEP \(whep ?? "")"
+        if let session, let token {
+            let streams = SessionStreams(sessionURL: session, token: token, timeout: httpTimeout)
+            let chosen: SessionStream
+            do { chosen = try choose(from: streams, out: out) } catch let error as SubscriberError {
+                throw fail(error)
+            }
+            endpoint = streams.subscribeURL(streamID: chosen.streamId)
+            streamLabel = "stream \(chosen.streamId) (\"\(chosen.name)\")"
+        } else {
+            endpoint = whep!
+        }
+
+        var settings = SubscriberSettings()
+        settings.receiveAudio = !noAudio
+        settings.receiveVideo = !noVideo
+        settings.includeLoopbackCandidates = loopbackCandidates
+        settings.stunServer = stun.flatMap(parseHostPort)
+        settings.connectTimeout = connectTimeout
+        settings.reconnectWindow = reconnectWindow
+        settings.httpTimeout = httpTimeout
+        settings.allowInsecureTLS = insecureTLS
+        let subscriber: Subscriber
+        do {
+            subscriber = try Subscriber(endpoint: endpoint, token: token, settings: settings, video: videoRenderer,
+                                        audio: audioRenderer, logger: logger) { event in out.event(event) }
+        } catch {
+            throw fail(error)
+        }
+        out.starting(streamLabel, endpoint: endpoint,
+                     outputs: [videoRenderer.map { "video → \($0.path)" }, audioRenderer.map { "audio → \($0.path)" }].compactMap { $0 })
+
+        let stopRequested = Mutex(false)
+        let signals = SignalStop { stopRequested.withLock { $0 = true } }
+        defer { withExtendedLifetime(signals) {} }
+        subscriber.start()
+        let started = MonotonicTimestamp.now()
+        var nextStats = started + .seconds(1)
+        var previous: SubscriberStats?
+        var outcome: Result<Void, SubscriberError>?
+        while !stopRequested.withLock({ $0 }) {
+            if let duration, (MonotonicTimestamp.now() - started).secondsDouble >= duration { break }
+            if let ended = subscriber.wait(seconds: 0.1) {
+                outcome = ended
+                break
+            }
+            if MonotonicTimestamp.now() >= nextStats {
+                nextStats = nextStats + .seconds(1)
+                let now = subscriber.stats()
+                out.stats(now, previous: previous)
+                previous = now
+            }
+        }
+        subscriber.stop()
+        if outcome == nil { outcome = subscriber.wait(seconds: 5) }
+        out.finishStatusLine()
+        out.summary(subscriber.stats())
+        if case .failure(let error)? = outcome { throw fail(error) }
+    }
+
+    /// The stream asked for, waiting up to --wait-for-stream for it to be published.
+    private func choose(from streams: SessionStreams, out: SubscriberPrinter) throws -> SessionStream {
+        let deadline = MonotonicTimestamp.now().seconds + waitForStream
+        var announced = false
+        while true {
+            let list = try streams.list()
+            let found: SessionStream? = if let stream { list.first { $0.streamId == stream } }
+                else if let name { list.first { $0.name == name } }
+                else { list.first }   // the router lists streams oldest first
+            if let found { return found }
+            if MonotonicTimestamp.now().seconds >= deadline {
+                let wanted = stream.map { "stream \($0)" } ?? name.map { "a stream named \"\($0)\"" } ?? "any stream"
+                let present = list.isEmpty ? "none" : list.map { "\($0.streamId) (\"\($0.name)\")" }.joined(separator: ", ")
+                printError("camagent: \(wanted) is not published in \(streams.sessionURL) after \(Int(waitForStream)) s; streams there: \(present)")
+                throw ExitCode(ExitCodes.noSuchStream)
+            }
+            if !announced {
+                out.waiting(for: stream ?? name ?? "the first stream")
+                announced = true
+            }
+            Thread.sleep(forTimeInterval: 0.5)
+        }
+    }
+}
+
+extension ExitCodes {
+    /// `subscribe`: the stream asked for is not in the session (or none is published in time).
+    static let noSuchStream: Int32 = 85
+    /// `subscribe`: the stream ended (its publisher left, or was made to); the message gives the reason.
+    static let streamEnded: Int32 = 86
+
+    static func code(for error: SubscriberError) -> Int32 {
+        switch error {
+        case .signalling(let e):
+            switch e {
+            case .badURL: usage
+            case .unreachable, .refused, .timedOut, .tls: serverUnreachable
+            case .unauthorized: unauthorized
+            case .notFound: noSuchStream
+            case .rejected, .serverError, .badResponse: serverRefused
+            }
+        case .badAnswer: serverRefused
+        case .connection, .gaveUp: connectionFailed
+        case .streamEnded: streamEnded
+        case .output: outputError
+        }
+    }
+}
+
+func fail(_ error: SubscriberError) -> ExitCode {
+    printError("camagent: \(error)")
+    return ExitCode(ExitCodes.code(for: error))
+}
+
+/// Prints subscriber events: JSON lines on stdout, or a status line on stderr.
+final class SubscriberPrinter: Sendable {
+    let json: Bool
+    private let status = StatusLine()
+
+    init(json: Bool) { self.json = json }
+
+    private struct EventLine: Encodable {
+        var event: String
+        var state: String
+        var codecs: String?
+        var selectedPair: String?
+        var reason: String?
+        var width: Int?
+        var height: Int?
+        var stream: String?
+        var endpoint: String?
+    }
+
+    func starting(_ stream: String, endpoint: String, outputs: [String]) {
+        if json {
+            line(EventLine(event: "subscribe", state: "connecting", stream: stream, endpoint: endpoint))
+        } else {
+            printError("subscribe: \(stream) via \(endpoint)\(outputs.isEmpty ? "" : ", " + outputs.joined(separator: ", "))")
+        }
+    }
+
+    func waiting(for stream: String) {
+        if json { line(EventLine(event: "subscribe", state: "waiting", stream: stream)) } else {
+            status.show("waiting for \(stream) to be published…")
+        }
+    }
+
+    func event(_ event: SubscriberEvent) {
+        switch event {
+        case .connected(let codecs, let pair):
+            say(EventLine(event: "state", state: "connected", codecs: codecs, selectedPair: pair),
+                "connected: \(codecs) via \(pair ?? "?")")
+        case .disconnected(let reason):
+            say(EventLine(event: "state", state: "disconnected", reason: reason), "disconnected: \(reason); reconnecting")
+        case .reconnected(let pair):
+            say(EventLine(event: "state", state: "reconnected", selectedPair: pair), "reconnected via \(pair ?? "?")")
+        case .videoDimensions(let width, let height):
+            say(EventLine(event: "video", state: "dimensions", width: width, height: height), "video:     \(width)x\(height)")
+        case .videoDisabled(let reason):
+            say(EventLine(event: "video", state: "disabled", reason: reason.rawValue), "video:     disabled (\(reason.rawValue))")
+        case .videoEnabled(let reason):
+            say(EventLine(event: "video", state: "enabled", reason: reason.rawValue), "video:     enabled (\(reason.rawValue))")
+        case .streamEnded(let reason):
+            say(EventLine(event: "state", state: "ended", reason: reason), "stream ended: \(reason)")
+        case .streamDestroyed(let reason):
+            say(EventLine(event: "state", state: "destroyed", reason: reason), "stream destroyed: \(reason)")
+        }
+    }
+
+    private struct StatsLine: Encodable {
+        var event: String
+        var state: String
+        var video: VideoReceiveStats?
+        var audio: AudioReceiveStats?
+        var selectedPair: String?
+        var connections: Int
+        var frameRate: Double?
+        var videoBitrate: Double?
+    }
+
+    func stats(_ s: SubscriberStats, previous: SubscriberStats?) {
+        let fps = previous.flatMap { p in s.video.map { Double($0.framesDecoded &- (p.video?.framesDecoded ?? 0)) } }
+        let bitrate = previous.flatMap { p in s.video.map { Double($0.bytesReceived &- (p.video?.bytesReceived ?? 0)) * 8 } }
+        if json {
+            line(StatsLine(event: "stats", state: s.state.rawValue, video: s.video, audio: s.audio, selectedPair: s.selectedPair,
+                           connections: s.connections, frameRate: fps, videoBitrate: bitrate))
+            return
+        }
+        var parts = [s.state.rawValue]
+        if let v = s.video {
+            parts.append("\(v.width)x\(v.height) \(v.codec)")
+            if let fps { parts.append("\(Int(fps)) fps") }
+            if let bitrate { parts.append("video \(Int(bitrate / 1000)) kbps") }
+            parts.append("lost \(v.packetsLost)  nack \(v.nacksSent)  pli \(v.keyframeRequestsSent)")
+        }
+        if let a = s.audio { parts.append("audio \(a.packetsReceived) pkts, concealed \(a.samplesConcealed)") }
+        status.show(parts.joined(separator: "  "))
+    }
+
+    func summary(_ s: SubscriberStats) {
+        if json {
+            line(StatsLine(event: "summary", state: s.state.rawValue, video: s.video, audio: s.audio,
+                           selectedPair: s.selectedPair, connections: s.connections))
+            return
+        }
+        var text = "summary:   \(s.connections) connection(s)"
+        if let v = s.video {
+            text += "; video \(v.framesDecoded) frames decoded (\(v.keyframesDecoded) keyframes), \(v.framesDropped) dropped, \(v.packetsReceived) packets, \(v.packetsLost) lost, \(v.nacksSent) NACK, \(v.keyframeRequestsSent) PLI"
+        }
+        if let a = s.audio { text += "; audio \(a.packetsReceived) packets, \(a.samplesDecoded) samples, \(a.samplesConcealed) concealed" }
+        printError(text)
+    }
+
+    func finishStatusLine() { status.finish() }
+
+    private func say(_ value: EventLine, _ text: String) {
+        if json { line(value) } else {
+            status.finish()
+            printError(text)
+        }
+    }
+
+    private func line<T: Encodable>(_ value: T) {
+        let text = JSONOutput.line(value) + "\n"
+        _ = text.utf8CString.withUnsafeBufferPointer { write(1, $0.baseAddress, $0.count - 1) }
+    }
+}
+
+/// A line rewritten in place on a terminal (a plain line each time otherwise).
+final class StatusLine: Sendable {
+    private let shown = Mutex(false)
+
+    func show(_ text: String) {
+        shown.withLock { shown in
+            if isatty(2) != 0 {
+                let line = "\r\u{1B}[K" + text
+                _ = line.utf8CString.withUnsafeBufferPointer { write(2, $0.baseAddress, $0.count - 1) }
+                shown = true
+            } else {
+                printError(text)
+            }
+        }
+    }
+
+    func finish() {
+        shown.withLock { shown in
+            if shown { _ = write(2, "\n", 1); shown = false }
+        }
+    }
+}
