@@ -224,6 +224,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        .testTarget(name: "SubscriberTests", dependencies: ["Subscriber", "RTP", "SDP", "Publisher"]),
         .testTarget(name: "MediaFilesTests", dependencies: ["MediaFiles", "MediaTypes", "PixelConversion"]),
     ],
     swiftLanguageModes: [.v6]

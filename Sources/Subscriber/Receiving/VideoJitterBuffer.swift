@@ -268,6 +268,7 @@ struct VideoJitterBuffer {
                 missing.removeAll { $0.sequence < sequence }
                 return
             }
+            if present(sequence), startsFrame(at: sequence) { counters.framesDropped += 1 }   // skipped: not decodable
             sequence += 1
         }
         next = highest + 1

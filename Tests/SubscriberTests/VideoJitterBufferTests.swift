@@ -1,0 +1,155 @@
+import RTP
+import Testing
+@testable import Subscriber
+
+/// RTP packets of a VP8 stream, as the publisher's payloader makes them:
+/// a one-byte descriptor (S bit on a frame's first packet), then VP8 data
+/// whose first byte's low bit says interframe (1) or keyframe (0).
+private struct VP8Stream {
+    static let ssrc: UInt32 = 0x1234_5678
+
+    static func packet(_ sequence: UInt16, timestamp: UInt32, marker: Bool, first: Bool, keyframe: Bool = false,
+                       body: UInt8 = 0xAA) -> (view: RTPPacketView, bytes: [UInt8]) {
+        var bytes: [UInt8] = [0x80, (marker ? 0x80 : 0) | 96, UInt8(sequence >> 8), UInt8(sequence & 0xFF)]
+        bytes += withUnsafeBytes(of: timestamp.bigEndian, Array.init)
+        bytes += withUnsafeBytes(of: ssrc.bigEndian, Array.init)
+        bytes.append(first ? 0x10 : 0x00)   // descriptor: S on the first packet, partition 0
+        if first {
+            // Keyframe: tag with P clear, start code, 320x240. Interframe: P set.
+            bytes += keyframe ? [0x00, 0x00, 0x00, 0x9d, 0x01, 0x2a, 0x40, 0x01, 0xF0, 0x00] : [0x01, 0x00, 0x00]
+        }
+        bytes.append(body)
+        return (try! RTPPacketView(parsing: bytes[...]), bytes)
+    }
+}
+
+@Suite("VideoJitterBuffer")
+struct VideoJitterBufferTests {
+    var buffer = VideoJitterBuffer(codec: .vp8)
+    var requests = FeedbackRequests()
+    var frameBytes: [UInt8] = []
+    var frames: [VideoJitterBuffer.Frame] = []
+
+    /// Files a packet at `now` and collects every frame it completes.
+    mutating func feed(_ sequence: UInt16, ts: UInt32, marker: Bool, first: Bool, keyframe: Bool = false,
+                       body: UInt8 = 0xAA, now: Double) {
+        let p = VP8Stream.packet(sequence, timestamp: ts, marker: marker, first: first, keyframe: keyframe, body: body)
+        buffer.insert(p.view, bytes: p.bytes[...], now: now, feedback: &requests)
+        while let frame = buffer.nextFrame(into: &frameBytes, now: now, feedback: &requests) { frames.append(frame) }
+    }
+
+    @Test("frames in order come out whole, without their payload descriptors")
+    mutating func inOrder() {
+        feed(10, ts: 3000, marker: false, first: true, keyframe: true, body: 1, now: 0)
+        feed(11, ts: 3000, marker: true, first: false, body: 2, now: 0)
+        #expect(frames.count == 1)
+        #expect(frames[0].isKeyframe && frames[0].firstSequence % 65536 == 10 && frames[0].lastSequence % 65536 == 11)
+        #expect(frameBytes == [0x00, 0x00, 0x00, 0x9d, 0x01, 0x2a, 0x40, 0x01, 0xF0, 0x00, 1, 2])
+        feed(12, ts: 6000, marker: true, first: true, body: 3, now: 0.033)
+        #expect(frames.count == 2 && !frames[1].isKeyframe)
+        #expect(frameBytes == [0x01, 0x00, 0x00, 3])
+        #expect(requests.isEmpty)
+        #expect(buffer.counters.framesAssembled == 2 && buffer.counters.framesDropped == 0)
+    }
+
+    @Test("joining mid-stream: interframes are dropped and a keyframe is asked for")
+    mutating func joinsMidStream() {
+        feed(100, ts: 1000, marker: true, first: true, now: 0)
+        #expect(frames.isEmpty)
+        #expect(requests.keyframe)
+        requests.clear()
+        feed(101, ts: 4000, marker: true, first: true, now: 0.1)
+        #expect(frames.isEmpty && !requests.keyframe, "one PLI per interval")
+        feed(102, ts: 7000, marker: true, first: true, keyframe: true, now: 0.2)
+        #expect(frames.count == 1 && frames[0].isKeyframe)
+        #expect(buffer.counters.framesDropped >= 2)
+    }
+
+    @Test("a gap is asked for (NACK), waited for, and filled in order")
+    mutating func reorder() {
+        feed(1, ts: 0, marker: true, first: true, keyframe: true, now: 0)
+        feed(2, ts: 3000, marker: false, first: true, now: 0.03)
+        feed(4, ts: 6000, marker: true, first: true, now: 0.031)   // 3 (the end of frame 2) is missing
+        #expect(requests.nacks == [3])
+        #expect(frames.count == 1)
+        requests.clear()
+        feed(3, ts: 3000, marker: true, first: false, now: 0.05)
+        #expect(frames.count == 3)
+        #expect(frames.map { $0.timestamp } == [0, 3000, 6000])
+        #expect(buffer.counters.recovered == 1 && buffer.missingSequences.isEmpty)
+    }
+
+    @Test("a NACK is repeated after its interval, at most maxNackTries times")
+    mutating func nackRetries() {
+        feed(1, ts: 0, marker: true, first: true, keyframe: true, now: 0)
+        feed(3, ts: 6000, marker: true, first: true, now: 0.001)
+        #expect(requests.nacks == [2])
+        requests.clear()
+        feed(4, ts: 9000, marker: true, first: true, now: 0.01)
+        #expect(requests.nacks.isEmpty, "within the NACK interval")
+        feed(5, ts: 12000, marker: true, first: true, now: 0.06)
+        #expect(requests.nacks == [2])
+        #expect(buffer.counters.nacked == 2)
+    }
+
+    @Test("a packet lost for good: the frames after it are given up until a keyframe, which is asked for")
+    mutating func givesUp() {
+        feed(1, ts: 0, marker: true, first: true, keyframe: true, now: 0)
+        feed(3, ts: 6000, marker: true, first: true, now: 0.03)   // 2 lost
+        requests.clear()
+        feed(4, ts: 9000, marker: true, first: true, now: 0.2)
+        #expect(frames.count == 1 && !requests.keyframe, "still within the wait bound")
+        feed(5, ts: 12000, marker: true, first: true, now: 0.5)
+        #expect(requests.keyframe)
+        #expect(buffer.waitingForKeyframe)
+        #expect(frames.count == 1, "interframes after the loss are not decodable")
+        feed(6, ts: 15000, marker: false, first: true, keyframe: true, now: 0.6)
+        feed(7, ts: 15000, marker: true, first: false, now: 0.6)
+        #expect(frames.count == 2 && frames[1].isKeyframe && frames[1].timestamp == 15000)
+        #expect(!buffer.waitingForKeyframe)
+    }
+
+    @Test("duplicates and packets older than what was assembled are counted and dropped")
+    mutating func duplicatesAndLate() {
+        feed(1, ts: 0, marker: true, first: true, keyframe: true, now: 0)
+        feed(3, ts: 6000, marker: false, first: true, now: 0)
+        feed(3, ts: 6000, marker: false, first: true, now: 0)
+        feed(1, ts: 0, marker: true, first: true, keyframe: true, now: 0)
+        #expect(buffer.counters.duplicates == 1)
+        #expect(buffer.counters.late == 1)
+        #expect(frames.count == 1)
+    }
+
+    @Test("sequence numbers wrap from 65535 to 0 inside a frame")
+    mutating func wraps() {
+        feed(65534, ts: 0, marker: false, first: true, keyframe: true, now: 0)
+        feed(65535, ts: 0, marker: false, first: false, now: 0)
+        feed(0, ts: 0, marker: true, first: false, now: 0)
+        feed(1, ts: 3000, marker: true, first: true, now: 0.03)
+        #expect(frames.count == 2)
+        #expect(frames[0].lastSequence - frames[0].firstSequence == 2)
+        #expect(requests.nacks.isEmpty)
+    }
+
+    @Test("a missing marker: the frame ends where the next timestamp begins")
+    mutating func lostMarkerIsNotAFrameBoundary() {
+        feed(1, ts: 0, marker: true, first: true, keyframe: true, now: 0)
+        feed(2, ts: 3000, marker: false, first: true, now: 0.03)
+        feed(3, ts: 6000, marker: true, first: true, now: 0.06)   // no marker on 2, nothing missing
+        #expect(frames.count == 3)
+    }
+}
+
+@Suite("AudioPlayout")
+struct AudioPlayoutTests {
+    @Test("in order, a gap concealed, late and duplicate packets, a wrap, an outage not concealed")
+    func decisions() {
+        var playout = AudioPlayout()
+        #expect(playout.arrange(sequence: 65533) == .play(concealing: 0))
+        #expect(playout.arrange(sequence: 65534) == .play(concealing: 0))
+        #expect(playout.arrange(sequence: 1) == .play(concealing: 2))   // 65535 and 0 lost, across the wrap
+        #expect(playout.arrange(sequence: 0) == .late)
+        #expect(playout.arrange(sequence: 1) == .duplicate)
+        #expect(playout.arrange(sequence: 500) == .play(concealing: 0), "an outage is not concealed")
+    }
+}
