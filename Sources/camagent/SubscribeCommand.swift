@@ -119,7 +119,7 @@ struct SubscribeCommand: ParsableCommand {
         }
 
         let endpoint: String
-        var streamLabel = "WHEP \(whep ?? "")"
+        var streamLabel = "the WHEP endpoint's stream"
         if let session, let token {
             let streams = SessionStreams(sessionURL: session, token: token, timeout: httpTimeout)
             let chosen: SessionStream
@@ -190,9 +190,9 @@ struct SubscribeCommand: ParsableCommand {
                 else { list.first }   // the router lists streams oldest first
             if let found { return found }
             if MonotonicTimestamp.now().seconds >= deadline {
-                let wanted = stream.map { "stream \($0)" } ?? name.map { "a stream named \"\($0)\"" } ?? "any stream"
+                let wanted = stream.map { "stream \($0) is" } ?? name.map { "no stream named \"\($0)\" is" } ?? "no stream is"
                 let present = list.isEmpty ? "none" : list.map { "\($0.streamId) (\"\($0.name)\")" }.joined(separator: ", ")
-                printError("camagent: \(wanted) is not published in \(streams.sessionURL) after \(Int(waitForStream)) s; streams there: \(present)")
+                printError("camagent: \(stream == nil ? wanted : wanted + " not") published in \(streams.sessionURL) after \(Int(waitForStream)) s; streams there: \(present)")
                 throw ExitCode(ExitCodes.noSuchStream)
             }
             if !announced {

@@ -3,7 +3,7 @@
 The page joins with a moderator token, subscribes to camagent's stream (its pixels are
 grabbed and the test pattern's frame counter must advance) and publishes Chromium's fake
 camera and microphone (`--use-fake-device-for-media-stream`) into the same session, which
-an aiortc subscriber decodes. Each side decodes the other. In the test's own network
+an aiortc subscriber and `camagent subscribe` decode. Each side decodes the other. In the test's own network
 namespace; every wait has a timeout.
 """
 import json
@@ -11,8 +11,8 @@ import os
 
 import numpy as np
 
-from pattern import decode_counter
-from publish_support import PY, HERE, track_brief
+from pattern import decode_counter, read_y4m
+from publish_support import BIN, PY, HERE, json_lines, track_brief
 from router_support import Router
 from test_router_media import start_camagent_publisher, start_subscriber, subscriber_result
 from viewer_checks import chromium_or_fail
@@ -46,10 +46,24 @@ def test_the_session_page_and_camagent_each_decode_the_other(net, workdir):
     assert page_stream["hasVideo"] and page_stream["hasAudio"], streams
     subscriber = start_subscriber(net, workdir, f"{url}/streams/{page_stream['streamId']}/subscribe",
                                   router.token(session, "subscriber"), "sub-page", duration=6)
+    # camagent subscribes to Chromium's stream too, and decodes it.
+    y4m = os.path.join(workdir, "page.y4m")
+    camagent_sub = net.start([BIN, "subscribe", "--session", url, "--token", router.token(session, "subscriber"),
+                              "--stream", page_stream["streamId"], "--video-out", y4m, "--duration", "6", "--json"],
+                             "camagent-subscriber", workdir)
     summary = subscriber_result(subscriber, router)
     video = summary["video"][0]
     assert video["frames"] >= 30 and set(video["sizes"]) == {"640x480"}, track_brief(video)
     assert summary["audio"][0]["frames"] >= 100, track_brief(summary["audio"][0])
+    camagent_sub.wait(timeout=90)
+    lines = json_lines(camagent_sub.stdout.read())
+    assert camagent_sub.returncode == 0, (lines, open(camagent_sub.log_path).read()[-3000:])
+    decoded = [e for e in lines if e.get("event") == "summary"][-1]
+    assert decoded["video"]["framesDecoded"] >= 30 and decoded["video"]["decodeErrors"] == 0, decoded
+    assert decoded["audio"]["samplesDecoded"] > 48000, decoded
+    pictures = read_y4m(y4m)
+    assert len(pictures) >= 30 and pictures[0][0].shape == (480, 640), len(pictures)
+    assert pictures[-1][0].std() > 5, "Chromium's fake camera draws a moving pattern, not a flat picture"
 
     browser.wait(timeout=150)
     stdout = browser.stdout.read()

@@ -1,0 +1,165 @@
+"""`camagent subscribe`: camagent receives, decodes and writes out a stream, from a router
+session (`--session`) or from any WHEP endpoint (`--whep`, here camagent's built-in viewer).
+
+The publisher is `camagent publish` with the test pattern (its frame counter is a barcode
+in every frame) and the 1 kHz test tone. The subscriber writes Y4M and WAV; the test reads
+the counters back from the decoded pictures and measures the tone's pitch. Every exit code
+the subscriber promises is provoked. In the test's own network namespace; every wait has a
+timeout; nothing asserts on time.
+"""
+import json
+import os
+import wave
+
+import numpy as np
+import pytest
+
+from pattern import decode_counter, read_y4m
+from publish_support import (BIN, EXIT_UNAUTHORIZED, EXIT_UNREACHABLE, EXIT_USAGE, MAX_COUNTER_GAP,
+                             MAX_MISSING_SHARE, MIN_READ_SHARE, TONE_HZ, TONE_TOLERANCE_HZ, json_lines)
+from router_support import Router, drain
+
+EXIT_OUTPUT = 73
+EXIT_NO_SUCH_STREAM = 85
+EXIT_STREAM_ENDED = 86
+WATCH = 6
+
+
+def start_publisher(net, workdir, *target, codec="vp8", fps=15, duration=20, size="640x480"):
+    """`camagent publish` of the test pattern and tone into `target` (--session URL --token T, or --listen)."""
+    return drain(net.start([BIN, "publish", "--device", "test-pattern", "--audio", "test-tone", *target,
+                            "--codec", codec, "--size", size, "--fps", str(fps), "--bitrate", "800",
+                            "--duration", str(duration), "--json"], "camagent-publisher", workdir))
+
+
+def subscribe(net, *args, timeout=90):
+    """`camagent subscribe … --json` to its end; returns (exit code, JSON lines, stderr)."""
+    proc = net.run([BIN, "subscribe", *args, "--json"], timeout=timeout)
+    return proc.returncode, json_lines(proc.stdout), proc.stderr
+
+
+def check_pattern_y4m(path, *, fps, seconds, size):
+    """The decoded pictures are the test pattern at `size`, its counter advancing with small gaps."""
+    frames = read_y4m(path)
+    assert len(frames) >= 0.4 * fps * seconds, f"{len(frames)} frames in {path}"
+    assert frames[0][0].shape == (size[1], size[0]), frames[0][0].shape
+    counters = [decode_counter(y) for y, _, _ in frames]
+    readable = [c for c in counters if c is not None]
+    assert len(readable) >= MIN_READ_SHARE * len(frames), counters
+    steps = [b - a for a, b in zip(readable, readable[1:])]
+    assert all(s > 0 for s in steps), f"the counter goes back or repeats: {steps}"
+    assert max(steps) <= MAX_COUNTER_GAP, steps
+    span = readable[-1] - readable[0] + 1
+    assert (span - len(readable)) / span <= MAX_MISSING_SHARE, (span, len(readable))
+    return readable
+
+
+def check_tone_wav(path, *, seconds):
+    """The decoded audio is the 1 kHz tone at 48 kHz, about as long as the stream was watched."""
+    with wave.open(path) as w:
+        assert (w.getframerate(), w.getnchannels(), w.getsampwidth()) == (48000, 1, 2)
+        samples = np.frombuffer(w.readframes(w.getnframes()), dtype=np.int16).astype(np.float64) / 32768
+    assert len(samples) >= 0.5 * 48000 * seconds, len(samples)
+    body = samples[len(samples) // 4: 3 * len(samples) // 4]
+    spectrum = np.abs(np.fft.rfft(body * np.hanning(len(body))))
+    pitch = np.argmax(spectrum) * 48000 / len(body)
+    assert abs(pitch - TONE_HZ) <= TONE_TOLERANCE_HZ, pitch
+    assert np.sqrt(np.mean(body ** 2)) > 0.01
+
+
+def events(lines, kind):
+    return [e for e in lines if e.get("event") == kind]
+
+
+@pytest.mark.parametrize("codec", ["vp8", "h264"])
+def test_camagent_to_camagent_through_the_router(net, workdir, codec):
+    router = Router(net, workdir)
+    session = router.create_session()
+    url = router.session_url(session)
+    publisher = start_publisher(net, workdir, "--session", url, "--token", router.token(session, "publisher"),
+                                codec=codec, duration=WATCH + 14)
+    video, audio = os.path.join(workdir, "sub.y4m"), os.path.join(workdir, "sub.wav")
+    code, lines, err = subscribe(net, "--session", url, "--token", router.token(session, "subscriber"), "--first",
+                                 "--video-out", video, "--audio-out", audio, "--duration", str(WATCH))
+    assert code == 0, (code, err[-3000:], router.log())
+
+    states = [e["state"] for e in events(lines, "state")]
+    assert states == ["connected"], lines
+    connected = events(lines, "state")[0]
+    assert connected["codecs"] == ("VP8+opus" if codec == "vp8" else "H264+opus"), connected
+    assert {"event": "video", "state": "dimensions", "width": 640, "height": 480} in \
+        [{k: e.get(k) for k in ("event", "state", "width", "height")} for e in events(lines, "video")], lines
+    summary = events(lines, "summary")[-1]
+    assert summary["video"]["framesDecoded"] >= 0.4 * 15 * WATCH and summary["video"]["decodeErrors"] == 0, summary
+    assert summary["audio"]["samplesDecoded"] >= 0.5 * 48000 * WATCH, summary
+    assert events(lines, "stats"), "a stats line each second"
+
+    check_pattern_y4m(video, fps=15, seconds=WATCH, size=(640, 480))
+    check_tone_wav(audio, seconds=WATCH)
+    publisher.wait(timeout=60)
+    assert publisher.returncode == 0, "".join(publisher.output)[-2000:]
+
+
+def test_subscribe_to_the_built_in_viewer_over_whep_with_its_token(net, workdir):
+    port = 18443
+    publisher = start_publisher(net, workdir, "--listen", f"{net.addr}:{port}", "--viewer-token", "let-me-watch",
+                                duration=WATCH + 12, fps=30)
+    whep = f"http://{net.addr}:{port}/whep"
+    # The server may still be starting: the first refusal is retried for a while.
+    for _ in range(40):
+        code, lines, err = subscribe(net, "--whep", whep, "--token", "wrong", "--duration", "1")
+        if code != EXIT_UNREACHABLE:
+            break
+        net.run(["sleep", "0.25"], timeout=5)
+    assert code == EXIT_UNAUTHORIZED, (code, err)
+
+    video, audio = os.path.join(workdir, "viewer.y4m"), os.path.join(workdir, "viewer.wav")
+    code, lines, err = subscribe(net, "--whep", whep, "--token", "let-me-watch", "--video-out", video,
+                                 "--audio-out", audio, "--duration", str(WATCH))
+    assert code == 0, (code, err[-3000:])
+    assert events(lines, "state")[0]["codecs"] == "VP8+opus", lines
+    check_pattern_y4m(video, fps=30, seconds=WATCH, size=(640, 480))
+    check_tone_wav(audio, seconds=WATCH)
+    publisher.wait(timeout=60)
+    joined = [e for e in json_lines("".join(publisher.output)) if e.get("event") == "viewer"]
+    assert [e["state"] for e in joined if e["state"] in ("joined", "left")] == ["joined", "left"], joined
+
+
+def test_subscribe_exit_codes(net, workdir):
+    router = Router(net, workdir)
+    session = router.create_session()
+    url = router.session_url(session)
+    subscriber = router.token(session, "subscriber")
+
+    # Nothing to receive, or contradictions: usage.
+    code, _, err = subscribe(net, "--session", url, "--token", subscriber, "--no-audio", "--no-video")
+    assert code == EXIT_USAGE, err
+    # An unwritable output fails before any network.
+    code, _, err = subscribe(net, "--session", url, "--token", subscriber, "--video-out", "/nonexistent/dir/x.y4m")
+    assert code == EXIT_OUTPUT and "/nonexistent/dir/x.y4m" in err, (code, err)
+    # Nobody listens there.
+    code, _, err = subscribe(net, "--session", f"http://{net.addr}:1/v2/sessions/{session}", "--token", subscriber)
+    assert code == EXIT_UNREACHABLE, (code, err)
+    # A token that is not this router's.
+    code, _, err = subscribe(net, "--session", url, "--token", "not-a-token")
+    assert code == EXIT_UNAUTHORIZED, (code, err)
+    # No such stream, after waiting for it.
+    code, lines, err = subscribe(net, "--session", url, "--token", subscriber, "--stream", "nope",
+                                 "--wait-for-stream", "1")
+    assert code == EXIT_NO_SUCH_STREAM and "stream nope is not published" in err, (code, err)
+    assert [e["state"] for e in lines if e.get("event") == "subscribe"] == ["waiting"], lines
+
+    # A publisher-only token cannot subscribe to a stream that is there (the router's 403).
+    publisher = start_publisher(net, workdir, "--session", url, "--token", router.token(session, "publisher"),
+                                duration=10)
+    router.wait_for_streams(session, 1)
+    code, _, err = subscribe(net, "--session", url, "--token", router.token(session, "publisher-only"), "--first")
+    assert code == EXIT_UNAUTHORIZED and "403" in err, (code, err)
+
+    # The publisher leaves (its --duration): the subscriber, given no duration, ends with the stream.
+    code, lines, err = subscribe(net, "--session", url, "--token", subscriber, "--first", "--wait-for-stream", "20")
+    assert code == EXIT_STREAM_ENDED and "the stream ended" in err, (code, err[-2000:])
+    assert [e["state"] for e in events(lines, "state")] == ["connected", "ended"], lines
+    assert events(lines, "summary")[-1]["video"]["framesDecoded"] > 0, lines
+    publisher.wait(timeout=60)
+    assert publisher.returncode == 0
