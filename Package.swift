@@ -146,6 +146,7 @@ let package = Package(
             name: "Subscriber",
             dependencies: [
                 "MediaTypes", "Encoders", "RTP", "SDP", "SecureTransport", "Networking", "Publisher", "WHIP", "MediaFiles",
+                "PixelConversion", "VideoSources", "AudioDevices",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -1,3 +1,4 @@
+import MediaTypes
 import Networking
 import Publisher
 import WHIP
@@ -83,15 +84,30 @@ extension String {
     fileprivate var replacingWHIP: String { hasPrefix("WHIP: ") ? "WHEP: " + dropFirst(6) : self }
 }
 
-/// A renderer's failure, with what it was writing to.
+/// A renderer's failure, with what it was writing to. A device renderer
+/// (a v4l2loopback node) carries the device's own error: missing, busy, not
+/// an output, a format it does not take.
 public struct RenderError: Error, Sendable, CustomStringConvertible {
     public var target: String
     public var reason: String
-    public init(target: String, reason: String) {
+    public var deviceError: CaptureError?
+    /// The same for a sound card (ALSA playback).
+    public var audioError: AudioError?
+    public init(target: String, reason: String, deviceError: CaptureError? = nil, audioError: AudioError? = nil) {
         self.target = target
         self.reason = reason
+        self.deviceError = deviceError
+        self.audioError = audioError
     }
-    public var description: String { "\(target): \(reason)" }
+    public init(_ error: CaptureError, target: String) {
+        self.init(target: target, reason: error.description, deviceError: error)
+    }
+    public init(_ error: AudioError, target: String) {
+        self.init(target: target, reason: error.description, audioError: error)
+    }
+    public var description: String {
+        deviceError?.description ?? audioError?.description ?? "\(target): \(reason)"
+    }
 }
 
 /// What one received video stream did, since the connection began.

@@ -40,10 +40,10 @@ struct SubscribeCommand: ParsableCommand {
     @Option(help: "With --session: seconds to wait for the stream to be published.")
     var waitForStream = 10.0
 
-    @Option(help: "Where video goes: a .y4m file, or 'none' (decoded, then dropped).")
+    @Option(help: "Where video goes: a .y4m file, a V4L2 output node (/dev/videoN of v4l2loopback: other programs see a camera), or 'none' (decoded, then dropped).")
     var videoOut = "none"
 
-    @Option(help: "Where audio goes: a .wav file, or 'none' (decoded, then dropped).")
+    @Option(help: "Where audio goes: a .wav file, 'alsa:DEVICE' (alsa:default, alsa:hw:1,0, alsa:plughw:…), or 'none' (decoded, then dropped).")
     var audioOut = "none"
 
     @Option(help: "Audio channels written: 1 or 2.")
@@ -88,11 +88,11 @@ struct SubscribeCommand: ParsableCommand {
         if stream != nil && name != nil { throw ValidationError("--stream and --name contradict each other") }
         if noAudio && noVideo { throw ValidationError("--no-audio and --no-video together leave nothing to receive") }
         if !(1...2).contains(channels) { throw ValidationError("--channels must be 1 or 2") }
-        if videoOut != "none" && !videoOut.hasSuffix(".y4m") {
-            throw ValidationError("--video-out takes a .y4m file or 'none' (got \(videoOut))")
+        if videoOut != "none" && !videoOut.hasSuffix(".y4m") && !videoOut.hasPrefix("/dev/") {
+            throw ValidationError("--video-out takes a .y4m file, a /dev/videoN output node or 'none' (got \(videoOut))")
         }
-        if audioOut != "none" && !audioOut.hasSuffix(".wav") {
-            throw ValidationError("--audio-out takes a .wav file or 'none' (got \(audioOut))")
+        if audioOut != "none" && !audioOut.hasSuffix(".wav") && !(audioOut.hasPrefix("alsa:") && audioOut.count > 5) {
+            throw ValidationError("--audio-out takes a .wav file, alsa:DEVICE or 'none' (got \(audioOut))")
         }
         if let stun, parseHostPort(stun) == nil { throw ValidationError("--stun takes host:port with a numeric address (got \(stun))") }
         for (flag, value) in [("--wait-for-stream", waitForStream), ("--connect-timeout", connectTimeout),
@@ -107,15 +107,14 @@ struct SubscribeCommand: ParsableCommand {
         let logger = global.makeLogger()
         let out = SubscriberPrinter(json: json)
 
-        // The renderers first: an unwritable output fails before any network.
-        let videoRenderer: Y4MFileRenderer?
-        let audioRenderer: WAVFileRenderer?
+        // The renderers first: an unwritable file, a missing or busy device fails before any network.
+        let videoRenderer: (any VideoRenderer)?
+        let audioRenderer: (any AudioRenderer)?
         do {
-            videoRenderer = videoOut == "none" || noVideo ? nil : try Y4MFileRenderer(path: videoOut)
-            audioRenderer = audioOut == "none" || noAudio ? nil : try WAVFileRenderer(path: audioOut, channels: channels)
+            videoRenderer = try makeVideoRenderer()
+            audioRenderer = try makeAudioRenderer(logger: logger)
         } catch {
-            printError("camagent: cannot write \(error)")
-            throw ExitCode(ExitCodes.outputError)
+            throw fail(SubscriberError.output(error))
         }
 
         let endpoint: String
@@ -149,7 +148,7 @@ struct SubscribeCommand: ParsableCommand {
             throw fail(error)
         }
         out.starting(streamLabel, endpoint: endpoint,
-                     outputs: [videoRenderer.map { "video → \($0.path)" }, audioRenderer.map { "audio → \($0.path)" }].compactMap { $0 })
+                     outputs: [videoRenderer.map { _ in "video → \(videoOut)" }, audioRenderer.map { _ in "audio → \(audioOut)" }].compactMap { $0 })
 
         let stopRequested = Mutex(false)
         let signals = SignalStop { stopRequested.withLock { $0 = true } }
@@ -177,6 +176,20 @@ struct SubscribeCommand: ParsableCommand {
         out.finishStatusLine()
         out.summary(subscriber.stats())
         if case .failure(let error)? = outcome { throw fail(error) }
+    }
+
+    private func makeVideoRenderer() throws(RenderError) -> (any VideoRenderer)? {
+        if videoOut == "none" || noVideo { return nil }
+        if videoOut.hasPrefix("/dev/") { return try V4L2OutputRenderer(device: videoOut) }
+        return try Y4MFileRenderer(path: videoOut)
+    }
+
+    private func makeAudioRenderer(logger: Logger) throws(RenderError) -> (any AudioRenderer)? {
+        if audioOut == "none" || noAudio { return nil }
+        if audioOut.hasPrefix("alsa:") {
+            return try ALSAPlaybackRenderer(device: String(audioOut.dropFirst(5)), channels: channels, logger: logger)
+        }
+        return try WAVFileRenderer(path: audioOut, channels: channels)
     }
 
     /// The stream asked for, waiting up to --wait-for-stream for it to be published.
@@ -223,7 +236,10 @@ extension ExitCodes {
         case .badAnswer: serverRefused
         case .connection, .gaveUp: connectionFailed
         case .streamEnded: streamEnded
-        case .output: outputError
+        case .output(let e):
+            // A device's own code (missing 66, not an output 67, busy 68, format 69, no sound card 72);
+            // a file that cannot be written 73.
+            if let device = e.deviceError { code(for: device) } else if let audio = e.audioError { code(for: audio) } else { outputError }
         }
     }
 }
