@@ -22,6 +22,7 @@ let package = Package(
         .library(name: "ViewerServer", targets: ["ViewerServer"]),
         .library(name: "SessionServer", targets: ["SessionServer"]),
         .library(name: "Subscriber", targets: ["Subscriber"]),
+        .library(name: "Session", targets: ["Session"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -150,6 +151,11 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // A client of a router session: the signalling WebSocket, its events, subscribing (issue 14).
+        .target(
+            name: "Session",
+            dependencies: ["MediaTypes", "WHIP", "Subscriber", .product(name: "Logging", package: "swift-log")]
+        ),
         // The embedded viewer's HTTP side: viewer page, WHEP endpoint, /stats, /metrics (Hummingbird).
         .target(
             name: "ViewerServer",
@@ -180,7 +186,7 @@ let package = Package(
             name: "camagent",
             dependencies: [
                 "MediaTypes", "PixelConversion", "VideoSources", "AudioDevices", "MediaFiles", "Encoders", "Publisher", "Networking", "WHIP",
-                "ViewerServer", "SessionServer", "Subscriber",
+                "ViewerServer", "SessionServer", "Subscriber", "Session",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -225,7 +231,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        .testTarget(name: "SubscriberTests", dependencies: ["Subscriber", "RTP", "SDP", "Publisher"]),
+        .testTarget(name: "SubscriberTests", dependencies: ["Subscriber", "Session", "WHIP", "RTP", "SDP", "Publisher"]),
         .testTarget(name: "MediaFilesTests", dependencies: ["MediaFiles", "MediaTypes", "PixelConversion"]),
     ],
     swiftLanguageModes: [.v6]

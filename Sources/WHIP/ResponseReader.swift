@@ -74,6 +74,17 @@ struct ResponseReader {
         .badResponse("\(host) sent a body larger than \(HTTPExchange.maxBodyBytes) bytes")
     }
 
+    /// The head of a response that switches protocols (101), and the bytes
+    /// already read past it: the new protocol's first bytes.
+    mutating func readUpgradeResponse() throws(WHIPError) -> (response: HTTPResponse, leftover: [UInt8]) {
+        var response = try readHead()
+        guard response.status == 101 else {
+            response.body = try readBody(of: response, method: "GET")
+            return (response, [])
+        }
+        return (response, Array(buffer[position...]))
+    }
+
     mutating func readResponse(method: String) throws(WHIPError) -> HTTPResponse {
         var interim = 0
         while true {

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import MediaTypes
 import Networking
+import Session
 import Subscriber
 import Synchronization
 import WHIP
@@ -119,17 +120,26 @@ struct SubscribeCommand: ParsableCommand {
 
         let endpoint: String
         var streamLabel = "the WHEP endpoint's stream"
+        // With --session: the session's signalling, for the stream's comings and goings and their reasons.
+        var joined: (session: Session, stream: SessionStream, watch: SessionWatch)?
         if let session, let token {
-            let streams = SessionStreams(sessionURL: session, token: token, timeout: httpTimeout)
-            let chosen: SessionStream
-            do { chosen = try choose(from: streams, out: out) } catch let error as SubscriberError {
-                throw fail(error)
+            let client = Session(url: session, token: token, timeout: httpTimeout, allowInsecureTLS: insecureTLS,
+                                 logger: logger)
+            let watch = SessionWatch()
+            client.delegate = watch
+            do { try client.connect() } catch { throw fail(error) }
+            let chosen = try choose(in: client, out: out)
+            watch.follow(chosen.streamId) { enabled in
+                out.event(enabled ? .videoEnabled(.publishVideo) : .videoDisabled(.publishVideo))
             }
-            endpoint = streams.subscribeURL(streamID: chosen.streamId)
+            if !chosen.hasVideo { out.event(.videoDisabled(.publishVideo)) }
+            joined = (client, chosen, watch)
+            endpoint = client.subscribeURL(streamId: chosen.streamId)
             streamLabel = "stream \(chosen.streamId) (\"\(chosen.name)\")"
         } else {
             endpoint = whep!
         }
+        defer { joined?.session.disconnect() }
 
         var settings = SubscriberSettings()
         settings.receiveAudio = !noAudio
@@ -175,7 +185,13 @@ struct SubscribeCommand: ParsableCommand {
         if outcome == nil { outcome = subscriber.wait(seconds: 5) }
         out.finishStatusLine()
         out.summary(subscriber.stats())
-        if case .failure(let error)? = outcome { throw fail(error) }
+        if case .failure(let error)? = outcome {
+            // The session says why a stream ended (its streamDestroyed may trail the media's end a little).
+            if case .streamEnded = error, let joined, let reason = joined.watch.endReason(waitingUpTo: 2) {
+                throw fail(SubscriberError.streamEnded("\(reason) (streamDestroyed)"))
+            }
+            throw fail(error)
+        }
     }
 
     private func makeVideoRenderer() throws(RenderError) -> (any VideoRenderer)? {
@@ -193,11 +209,11 @@ struct SubscribeCommand: ParsableCommand {
     }
 
     /// The stream asked for, waiting up to --wait-for-stream for it to be published.
-    private func choose(from streams: SessionStreams, out: SubscriberPrinter) throws -> SessionStream {
+    private func choose(in session: Session, out: SubscriberPrinter) throws -> SessionStream {
         let deadline = MonotonicTimestamp.now().seconds + waitForStream
         var announced = false
         while true {
-            let list = try streams.list()
+            let list = session.streams
             let found: SessionStream? = if let stream { list.first { $0.streamId == stream } }
                 else if let name { list.first { $0.name == name } }
                 else { list.first }   // the router lists streams oldest first
@@ -205,16 +221,63 @@ struct SubscribeCommand: ParsableCommand {
             if MonotonicTimestamp.now().seconds >= deadline {
                 let wanted = stream.map { "stream \($0) is" } ?? name.map { "no stream named \"\($0)\" is" } ?? "no stream is"
                 let present = list.isEmpty ? "none" : list.map { "\($0.streamId) (\"\($0.name)\")" }.joined(separator: ", ")
-                printError("camagent: \(stream == nil ? wanted : wanted + " not") published in \(streams.sessionURL) after \(Int(waitForStream)) s; streams there: \(present)")
+                printError("camagent: \(stream == nil ? wanted : wanted + " not") published in \(session.sessionURL) after \(Int(waitForStream)) s; streams there: \(present)")
                 throw ExitCode(ExitCodes.noSuchStream)
             }
             if !announced {
                 out.waiting(for: stream ?? name ?? "the first stream")
                 announced = true
             }
-            Thread.sleep(forTimeInterval: 0.5)
+            Thread.sleep(forTimeInterval: 0.1)
         }
     }
+}
+
+/// Follows the session's events for the subscribed stream: its end's
+/// reason, and its publisher turning video off and on.
+final class SessionWatch: SessionDelegate {
+    private let state = Mutex<(streamId: String?, ended: String?, onVideo: (@Sendable (Bool) -> Void)?)>((nil, nil, nil))
+
+    func follow(_ streamId: String, onVideo: @escaping @Sendable (Bool) -> Void) {
+        state.withLock { $0 = (streamId, nil, onVideo) }
+    }
+
+    func session(_ session: Session, didReceive event: SessionEvent) {
+        switch event {
+        case .streamDestroyed(let id, let reason):
+            state.withLock { s in if s.streamId == id { s.ended = reason } }
+        case .streamPropertyChanged(let id, "hasVideo", _, let value):
+            let callback = state.withLock { s in s.streamId == id ? s.onVideo : nil }
+            callback?(value == "true")
+        default:
+            break
+        }
+    }
+
+    /// The reason the router gave for the stream's end, waiting a little for it.
+    func endReason(waitingUpTo seconds: Double) -> String? {
+        let until = MonotonicTimestamp.now().seconds + seconds
+        while MonotonicTimestamp.now().seconds < until {
+            if let reason = state.withLock({ $0.ended }) { return reason }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        return state.withLock { $0.ended }
+    }
+}
+
+extension ExitCodes {
+    static func code(for error: SessionError) -> Int32 {
+        switch error {
+        case .signalling(let e): code(for: SubscriberError.signalling(e))
+        case .protocolError, .timedOut: serverRefused
+        case .notConnected: connectionFailed
+        }
+    }
+}
+
+func fail(_ error: SessionError) -> ExitCode {
+    printError("camagent: \(error)")
+    return ExitCode(ExitCodes.code(for: error))
 }
 
 extension ExitCodes {

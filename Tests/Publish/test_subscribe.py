@@ -17,7 +17,8 @@ import pytest
 from pattern import decode_counter, read_y4m
 from publish_support import (BIN, EXIT_UNAUTHORIZED, EXIT_UNREACHABLE, EXIT_USAGE, MAX_COUNTER_GAP,
                              MAX_MISSING_SHARE, MIN_READ_SHARE, TONE_HZ, TONE_TOLERANCE_HZ, json_lines)
-from router_support import Router, drain
+from publish_support import output_lines
+from router_support import Router, drain, http
 
 EXIT_OUTPUT = 73
 EXIT_NO_SUCH_STREAM = 85
@@ -158,8 +159,37 @@ def test_subscribe_exit_codes(net, workdir):
 
     # The publisher leaves (its --duration): the subscriber, given no duration, ends with the stream.
     code, lines, err = subscribe(net, "--session", url, "--token", subscriber, "--first", "--wait-for-stream", "20")
-    assert code == EXIT_STREAM_ENDED and "the stream ended" in err, (code, err[-2000:])
+    # The reason is the session's streamDestroyed: the publisher DELETEd its WHIP resource.
+    assert code == EXIT_STREAM_ENDED and "the stream ended: clientDisconnected (streamDestroyed)" in err, \
+        (code, err[-2000:])
     assert [e["state"] for e in events(lines, "state")] == ["connected", "ended"], lines
     assert events(lines, "summary")[-1]["video"]["framesDecoded"] > 0, lines
     publisher.wait(timeout=60)
     assert publisher.returncode == 0
+
+
+def test_a_force_disconnected_publisher_ends_the_subscription_with_that_reason(net, workdir):
+    router = Router(net, workdir)
+    session = router.create_session()
+    url = router.session_url(session)
+    publisher = start_publisher(net, workdir, "--session", url, "--token", router.token(session, "publisher"),
+                                duration=40)
+    stream = router.wait_for_streams(session, 1)[0]
+    subscriber = net.start([BIN, "subscribe", "--session", url, "--token", router.token(session, "subscriber"),
+                            "--stream", stream["streamId"], "--json"], "camagent-subscriber", workdir)
+    lines = []
+    for line in output_lines(subscriber, 60, lines):
+        if '"connected"' in line:
+            break
+    else:
+        raise AssertionError("the subscriber never connected:\n" + "".join(lines) + open(subscriber.log_path).read())
+    # A moderator's REST call (here the project token) ends the publisher's connection.
+    status, _, body = http(net, "DELETE", f"{url}/connections/{stream['connectionId']}", token=router.project_token())
+    assert status == 204, (status, body)
+    subscriber.wait(timeout=60)
+    err = open(subscriber.log_path).read()
+    assert subscriber.returncode == EXIT_STREAM_ENDED, (subscriber.returncode, err[-2000:])
+    assert "the stream ended: forceDisconnected (streamDestroyed)" in err, err[-2000:]
+    events_seen = json_lines("".join(lines) + subscriber.stdout.read())
+    assert [e["state"] for e in events(events_seen, "state")] == ["connected", "ended"], events_seen
+    net.stop(publisher)

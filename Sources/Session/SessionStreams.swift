@@ -1,8 +1,9 @@
 import Foundation
+import Subscriber
 import WHIP
 
 /// A stream of a router session, as `GET /v2/sessions/{sid}/streams` lists it.
-public struct SessionStream: Sendable, Decodable, Equatable {
+public struct SessionStream: Sendable, Codable, Equatable {
     public var streamId: String
     public var connectionId: String
     public var name: String

@@ -1,0 +1,295 @@
+import Foundation
+import Logging
+import MediaTypes
+import Subscriber
+import Synchronization
+import WHIP
+
+/// Receives a session's events, in order, on the session's reader thread.
+public protocol SessionDelegate: AnyObject, Sendable {
+    func session(_ session: Session, didReceive event: SessionEvent)
+}
+
+/// A client of one router session (OpenTok's Session): the signalling
+/// WebSocket, the session's streams as they come and go, signals, and
+/// subscribing to a stream over WHEP.
+///
+/// `connect` opens the WebSocket and waits for `connected`; a reader thread
+/// then delivers every message as a `SessionEvent`, through `events` (an
+/// AsyncStream) and the delegate, and keeps `streams` current.
+public final class Session: Sendable {
+    /// `http(s)://HOST:PORT/v2/sessions/SID`.
+    public let sessionURL: String
+    public let events: AsyncStream<SessionEvent>
+    private let continuation: AsyncStream<SessionEvent>.Continuation
+    private let token: String
+    private let timeout: Double
+    private let allowInsecureTLS: Bool
+    private let logger: Logger
+    private let state = Mutex<State>(State())
+    private let readerStop = StopSignal()
+
+    private struct State {
+        var socket: WebSocketConnection?
+        var reader: StoppableThread?
+        var connectionId: String?
+        var capabilities: SessionCapabilities?
+        var streams: [SessionStream] = []
+        weak var delegate: (any SessionDelegate)?
+        var ended = false
+    }
+
+    public init(url: String, token: String, timeout: Double = 10, allowInsecureTLS: Bool = false, logger: Logger) {
+        var base = url
+        while base.hasSuffix("/") { base.removeLast() }
+        sessionURL = base
+        self.token = token.trimmingCharacters(in: .whitespacesAndNewlines)
+        self.timeout = timeout
+        self.allowInsecureTLS = allowInsecureTLS
+        self.logger = logger
+        (events, continuation) = AsyncStream.makeStream(of: SessionEvent.self, bufferingPolicy: .bufferingNewest(1000))
+    }
+
+    public var delegate: (any SessionDelegate)? {
+        get { state.withLock { $0.delegate } }
+        set { state.withLock { $0.delegate = newValue } }
+    }
+
+    public var connectionId: String? { state.withLock { $0.connectionId } }
+    public var capabilities: SessionCapabilities? { state.withLock { $0.capabilities } }
+    /// The session's streams now, oldest first.
+    public var streams: [SessionStream] { state.withLock { $0.streams } }
+
+    /// Opens the signalling WebSocket and waits (within the timeout) for `connected`.
+    public func connect() throws(SessionError) {
+        var connectURL = sessionURL + "/connect"
+        if connectURL.hasPrefix("http") { connectURL = "ws" + connectURL.dropFirst(4) }
+        let socket: WebSocketConnection
+        do {
+            socket = try WebSocketConnection.connect(url: connectURL, headers: [("Authorization", "Bearer \(token)")],
+                                                     timeout: timeout, allowInsecureTLS: allowInsecureTLS)
+        } catch {
+            throw .signalling(error)
+        }
+        let deadline = MonotonicTimestamp.now().seconds + timeout
+        while true {
+            let left = deadline - MonotonicTimestamp.now().seconds
+            guard left > 0 else {
+                socket.close()
+                throw .timedOut(seconds: timeout)
+            }
+            let message: WebSocketConnection.Message?
+            do { message = try socket.receive(timeout: left) } catch {
+                socket.close()
+                throw .signalling(error)
+            }
+            guard let message else { continue }
+            guard case .text(let text) = message else {
+                throw .protocolError("the WebSocket closed before `connected`")
+            }
+            guard let event = Self.parse(text), case .connected(let id, let capabilities, let streams) = event else {
+                socket.close()
+                throw .protocolError("the first message is not `connected`: \(text.prefix(200))")
+            }
+            state.withLock { s in
+                s.socket = socket
+                s.connectionId = id
+                s.capabilities = capabilities
+                s.streams = streams
+            }
+            deliver(event)
+            break
+        }
+        let reader = StoppableThread(name: "camagent-session", signal: readerStop) { [self] stop in read(socket, stop) }
+        state.withLock { $0.reader = reader }
+    }
+
+    /// Closes the WebSocket (the router then says connectionDestroyed to the others).
+    public func disconnect() {
+        let (socket, reader) = state.withLock { s in (s.socket, s.reader) }
+        readerStop.requestStop()
+        socket?.close()
+        reader?.stop()
+    }
+
+    // MARK: Messages to the router
+
+    /// A signal to every connection, or to one (`to`: its connectionId).
+    public func signal(type: String?, data: String, to connectionId: String? = nil) throws(SessionError) {
+        var message: [String: Any] = ["type": "signal", "data": data]
+        if let type { message["signalType"] = type }
+        if let connectionId { message["to"] = connectionId }
+        try send(message)
+    }
+
+    /// Tells the router what a subscriber wants (subscribeToVideo etc.); nil leaves a setting as it is.
+    public func subscriberSettings(subscriberId: String, subscribeToAudio: Bool? = nil, subscribeToVideo: Bool? = nil,
+                                   subscribeToCaptions: Bool? = nil) throws(SessionError) {
+        var message: [String: Any] = ["type": "subscriberSettings", "subscriberId": subscriberId]
+        if let subscribeToAudio { message["subscribeToAudio"] = subscribeToAudio }
+        if let subscribeToVideo { message["subscribeToVideo"] = subscribeToVideo }
+        if let subscribeToCaptions { message["subscribeToCaptions"] = subscribeToCaptions }
+        try send(message)
+    }
+
+    /// A publisher's property (hasAudio, hasVideo, publishCaptions) for its stream.
+    public func publisherProperty(streamId: String, hasAudio: Bool? = nil, hasVideo: Bool? = nil,
+                                  publishCaptions: Bool? = nil) throws(SessionError) {
+        var message: [String: Any] = ["type": "publisherProperty", "streamId": streamId]
+        if let hasAudio { message["hasAudio"] = hasAudio }
+        if let hasVideo { message["hasVideo"] = hasVideo }
+        if let publishCaptions { message["publishCaptions"] = publishCaptions }
+        try send(message)
+    }
+
+    /// The WHEP endpoint of a stream, tied to this connection.
+    public func subscribeURL(streamId: String) -> String {
+        let base = "\(sessionURL)/streams/\(streamId)/subscribe"
+        guard let id = connectionId else { return base }
+        return base + "?connectionId=\(id)"
+    }
+
+    /// A subscriber of one of the session's streams (not started).
+    public func subscribe(streamId: String, settings: SubscriberSettings = SubscriberSettings(),
+                          video: (any VideoRenderer)?, audio: (any AudioRenderer)?,
+                          onEvent: @escaping @Sendable (SubscriberEvent) -> Void) throws(SubscriberError) -> Subscriber {
+        try Subscriber(endpoint: subscribeURL(streamId: streamId), token: token, settings: settings, video: video,
+                       audio: audio, logger: logger, onEvent: onEvent)
+    }
+
+    private func send(_ message: [String: Any]) throws(SessionError) {
+        guard let socket = state.withLock({ $0.ended ? nil : $0.socket }) else { throw .notConnected }
+        guard let data = try? JSONSerialization.data(withJSONObject: message, options: [.sortedKeys]) else {
+            throw .protocolError("a message that is not JSON")
+        }
+        do { try socket.send(text: String(decoding: data, as: UTF8.self)) } catch { throw .signalling(error) }
+    }
+
+    // MARK: The reader thread
+
+    private func read(_ socket: WebSocketConnection, _ stop: StopSignal) {
+        while !stop.isStopRequested {
+            let message: WebSocketConnection.Message?
+            do { message = try socket.receive(timeout: 0.25) } catch {
+                end("signalling failed: \(error)")
+                return
+            }
+            switch message {
+            case nil: continue
+            case .closed(let code, let reason)?:
+                end(stop.isStopRequested ? "disconnected" : "the router closed the session's WebSocket (\(code.map(String.init) ?? "no code")\(reason.isEmpty ? "" : ": \(reason)"))")
+                return
+            case .text(let text)?:
+                guard let event = Self.parse(text) else {
+                    logger.debug("session: a message this client does not know: \(text.prefix(200))")
+                    continue
+                }
+                state.withLock { s in
+                    switch event {
+                    case .streamCreated(let stream): s.streams.append(stream)
+                    case .streamDestroyed(let id, _): s.streams.removeAll { $0.streamId == id }
+                    default: break
+                    }
+                }
+                deliver(event)
+            }
+        }
+        end("disconnected")
+    }
+
+    private func end(_ reason: String) {
+        let first = state.withLock { s -> Bool in
+            defer { s.ended = true }
+            return !s.ended
+        }
+        guard first else { return }
+        deliver(.disconnected(reason: reason))
+        continuation.finish()
+    }
+
+    private func deliver(_ event: SessionEvent) {
+        continuation.yield(event)
+        state.withLock { $0.delegate }?.session(self, didReceive: event)
+    }
+
+    // MARK: Parsing
+
+    private struct Incoming: Decodable {
+        struct Connection: Decodable {
+            var connectionId: String
+            var data: String?
+        }
+        var type: String
+        var connectionId: String?
+        var capabilities: SessionCapabilities?
+        var streams: [SessionStream]?
+        var connection: Connection?
+        var stream: SessionStream?
+        var streamId: String?
+        var reason: String?
+        var property: String?
+        var oldValue: JSONText?
+        var newValue: JSONText?
+        var signalType: String?
+        var data: JSONText?
+        var from: String?
+        var text: String?
+        var isFinal: Bool?
+        var subscriberId: String?
+        var code: Int?
+        var message: String?
+    }
+
+    /// Any JSON value, kept as its JSON text (stream properties and signal data are of several types).
+    private struct JSONText: Decodable {
+        var text: String
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.singleValueContainer()
+            if let b = try? container.decode(Bool.self) { text = b ? "true" : "false" }
+            else if let i = try? container.decode(Int.self) { text = String(i) }
+            else if let d = try? container.decode(Double.self) { text = String(d) }
+            else if let s = try? container.decode(String.self) { text = s }
+            else if let o = try? container.decode([String: Int].self) {
+                text = "{" + o.sorted { $0.key < $1.key }.map { "\"\($0.key)\":\($0.value)" }.joined(separator: ",") + "}"
+            } else if container.decodeNil() { text = "null" }
+            else { text = "…" }
+        }
+    }
+
+    static func parse(_ text: String) -> SessionEvent? {
+        guard let m = try? JSONDecoder().decode(Incoming.self, from: Data(text.utf8)) else { return nil }
+        switch m.type {
+        case "connected":
+            guard let id = m.connectionId, let capabilities = m.capabilities else { return nil }
+            return .connected(connectionId: id, capabilities: capabilities, streams: m.streams ?? [])
+        case "connectionCreated":
+            guard let c = m.connection else { return nil }
+            return .connectionCreated(connectionId: c.connectionId, data: c.data ?? "")
+        case "connectionDestroyed":
+            guard let id = m.connectionId else { return nil }
+            return .connectionDestroyed(connectionId: id, reason: m.reason ?? "")
+        case "streamCreated":
+            return m.stream.map { .streamCreated($0) }
+        case "streamDestroyed":
+            guard let id = m.streamId else { return nil }
+            return .streamDestroyed(streamId: id, reason: m.reason ?? "")
+        case "streamPropertyChanged":
+            guard let id = m.streamId, let property = m.property else { return nil }
+            return .streamPropertyChanged(streamId: id, property: property, oldValue: m.oldValue?.text ?? "null",
+                                          newValue: m.newValue?.text ?? "null")
+        case "signal":
+            return .signal(type: m.signalType, data: m.data?.text ?? "", from: m.from ?? "")
+        case "caption":
+            guard let id = m.streamId, let text = m.text else { return nil }
+            return .caption(streamId: id, text: text, isFinal: m.isFinal ?? false)
+        case "videoDisabled", "videoEnabled":
+            guard let id = m.subscriberId else { return nil }
+            return m.type == "videoDisabled" ? .videoDisabled(subscriberId: id, reason: m.reason ?? "")
+                : .videoEnabled(subscriberId: id, reason: m.reason ?? "")
+        case "error":
+            return .error(code: m.code, message: m.message ?? "")
+        default:
+            return nil   // pong, and messages of later versions
+        }
+    }
+}

@@ -1,0 +1,49 @@
+import WHIP
+
+/// What a session's role lets this connection do (the `connected` message's `capabilities`).
+public struct SessionCapabilities: Sendable, Codable, Equatable {
+    public var publish: Bool
+    public var subscribe: Bool
+    public var forceDisconnect: Bool
+    public var captions: Bool
+}
+
+/// What the router says on a session's signalling WebSocket, in order
+/// (DESIGN.md "Sessions": the message names are the contract's).
+public enum SessionEvent: Sendable, Equatable {
+    case connected(connectionId: String, capabilities: SessionCapabilities, streams: [SessionStream])
+    case connectionCreated(connectionId: String, data: String)
+    case connectionDestroyed(connectionId: String, reason: String)
+    case streamCreated(SessionStream)
+    case streamDestroyed(streamId: String, reason: String)
+    /// `property`: hasAudio, hasVideo, hasCaptions or videoDimensions; values as JSON text.
+    case streamPropertyChanged(streamId: String, property: String, oldValue: String, newValue: String)
+    case signal(type: String?, data: String, from: String)
+    case caption(streamId: String, text: String, isFinal: Bool)
+    case videoDisabled(subscriberId: String, reason: String)
+    case videoEnabled(subscriberId: String, reason: String)
+    case error(code: Int?, message: String)
+    /// The WebSocket ended (the router closed it, the network went, or `disconnect`).
+    case disconnected(reason: String)
+}
+
+/// Why a session could not be joined or used.
+public enum SessionError: Error, Sendable, CustomStringConvertible {
+    /// The WebSocket could not be opened or was refused (401/403: the token; 404: no such session).
+    case signalling(WHIPError)
+    /// The router said something this client cannot read.
+    case protocolError(String)
+    /// No `connected` message within the timeout.
+    case timedOut(seconds: Double)
+    /// The session is not connected (never, or any more).
+    case notConnected
+
+    public var description: String {
+        switch self {
+        case .signalling(let e): e.description.hasPrefix("WHIP: ") ? "signalling: " + e.description.dropFirst(6) : e.description
+        case .protocolError(let why): "the router's signalling: \(why)"
+        case .timedOut(let s): "the router did not confirm the session within \(Int(s)) s"
+        case .notConnected: "the session is not connected"
+        }
+    }
+}
