@@ -6,12 +6,16 @@
 //
 //   LD_PRELOAD=malloc-counter.so MALLOC_COUNTER_OUT=/tmp/n camagent capture ...
 //     -> /tmp/n holds "allocations N" when the process exits.
+//   MALLOC_COUNTER_THREAD=camagent-rtc counts only the allocations made on
+//     threads of that name (one path of a process with several: a
+//     subscriber's receive thread, not its once-a-second stats printing).
 //   MALLOC_COUNTER_TRACE_AFTER=3 MALLOC_COUNTER_TRACE_MAX=20 additionally
 //     prints the return addresses of the first 20 allocations made after 3 s
 //     (symbolize with llvm-symbolizer) to find who allocates in steady state.
 #define _GNU_SOURCE
 #include <execinfo.h>
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +29,7 @@ extern void *__libc_realloc(void *, size_t);
 extern void *__libc_memalign(size_t, size_t);
 
 static atomic_ulong allocations;
+static char thread_filter[17];
 static double trace_after = -1;
 static long trace_left;
 static double started;
@@ -41,6 +46,8 @@ __attribute__((constructor)) static void counter_start(void) {
     const char *after = getenv("MALLOC_COUNTER_TRACE_AFTER");
     const char *max = getenv("MALLOC_COUNTER_TRACE_MAX");
     if (after) trace_after = atof(after);
+    const char *thread = getenv("MALLOC_COUNTER_THREAD");
+    if (thread) strncpy(thread_filter, thread, 16);
     trace_left = max ? atol(max) : 20;
 }
 
@@ -54,10 +61,24 @@ __attribute__((destructor)) static void counter_stop(void) {
     if (fd != 2) close(fd);
 }
 
+// Whether this thread's allocations count: all, or those of the named threads.
+// The name is read each time (prctl does not allocate): a thread names itself
+// after it starts.
+static int counts_here(void) {
+    if (!thread_filter[0]) return 1;
+    char name[17] = {0};
+    if (prctl(PR_GET_NAME, name, 0, 0, 0) != 0) return 0;
+    return strcmp(name, thread_filter) == 0;
+}
+
+static void count_one(void) {
+    if (counts_here()) atomic_fetch_add_explicit(&allocations, 1, memory_order_relaxed);
+}
+
 // Print the caller chain of one allocation; backtrace() may itself allocate
 // the first time, hence the per-thread guard.
 static void maybe_trace(void) {
-    if (trace_after < 0 || in_trace || trace_left <= 0) return;
+    if (trace_after < 0 || in_trace || trace_left <= 0 || !counts_here()) return;
     if (now_seconds() - started < trace_after) return;
     in_trace = 1;
     if (__atomic_fetch_sub(&trace_left, 1, __ATOMIC_RELAXED) > 0) {
@@ -72,24 +93,24 @@ static void maybe_trace(void) {
 }
 
 void *malloc(size_t size) {
-    atomic_fetch_add_explicit(&allocations, 1, memory_order_relaxed);
+    count_one();
     maybe_trace();
     return __libc_malloc(size);
 }
 
 void *calloc(size_t count, size_t size) {
-    atomic_fetch_add_explicit(&allocations, 1, memory_order_relaxed);
+    count_one();
     return __libc_calloc(count, size);
 }
 
 void *realloc(void *pointer, size_t size) {
-    atomic_fetch_add_explicit(&allocations, 1, memory_order_relaxed);
+    count_one();
     maybe_trace();
     return __libc_realloc(pointer, size);
 }
 
 int posix_memalign(void **out, size_t alignment, size_t size) {
-    atomic_fetch_add_explicit(&allocations, 1, memory_order_relaxed);
+    count_one();
     maybe_trace();
     void *pointer = __libc_memalign(alignment, size);
     if (!pointer) return 12; // ENOMEM
@@ -98,13 +119,13 @@ int posix_memalign(void **out, size_t alignment, size_t size) {
 }
 
 void *aligned_alloc(size_t alignment, size_t size) {
-    atomic_fetch_add_explicit(&allocations, 1, memory_order_relaxed);
+    count_one();
     maybe_trace();
     return __libc_memalign(alignment, size);
 }
 
 void *memalign(size_t alignment, size_t size) {
-    atomic_fetch_add_explicit(&allocations, 1, memory_order_relaxed);
+    count_one();
     maybe_trace();
     return __libc_memalign(alignment, size);
 }

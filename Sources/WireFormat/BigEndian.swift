@@ -1,12 +1,15 @@
 /// Network byte order for the wire formats (RTP, RTCP, STUN): appending
 /// integers to a packet being built, and reading them out of one received.
+/// Inlinable: called from other modules unspecialized, each `self[i]` of a
+/// generic collection goes through a read coroutine that allocates its
+/// frame on the heap (four allocations per UInt32, counted on the receive path).
 extension Array where Element == UInt8 {
-    public mutating func appendBigEndian(_ value: UInt16) {
+    @inlinable public mutating func appendBigEndian(_ value: UInt16) {
         append(UInt8(value >> 8))
         append(UInt8(value & 0xff))
     }
 
-    public mutating func appendBigEndian(_ value: UInt32) {
+    @inlinable public mutating func appendBigEndian(_ value: UInt32) {
         append(UInt8(value >> 24))
         append(UInt8((value >> 16) & 0xff))
         append(UInt8((value >> 8) & 0xff))
@@ -15,11 +18,11 @@ extension Array where Element == UInt8 {
 }
 
 extension Collection where Element == UInt8, Index == Int {
-    public func bigEndianUInt16(at i: Int) -> UInt16 {
+    @inlinable public func bigEndianUInt16(at i: Int) -> UInt16 {
         UInt16(self[i]) << 8 | UInt16(self[i + 1])
     }
 
-    public func bigEndianUInt32(at i: Int) -> UInt32 {
+    @inlinable public func bigEndianUInt32(at i: Int) -> UInt32 {
         UInt32(self[i]) << 24 | UInt32(self[i + 1]) << 16 | UInt32(self[i + 2]) << 8 | UInt32(self[i + 3])
     }
 }
