@@ -210,12 +210,24 @@ public struct RTCStatsEntry: Sendable, Codable, Hashable {
     public var fractionLost: Double?
     public var jitter: Double?
     public var roundTripTime: Double?
+    // inbound-rtp (a subscriber's report)
+    public var packetsReceived: UInt64?
+    public var bytesReceived: UInt64?
+    public var framesDecoded: UInt64?
+    public var keyFramesDecoded: UInt64?
+    public var framesDropped: UInt64?
+    public var frameWidth: Int?
+    public var frameHeight: Int?
+    public var totalSamplesReceived: UInt64?
+    public var concealedSamples: UInt64?
+    // remote-outbound-rtp (the sender's reports, as a subscriber heard them)
+    public var remoteTimestamp: Double?
     // candidate-pair ("local -> remote" as camagent prints it: not a spec member)
     public var state: String?
     public var nominated: Bool?
     public var addresses: String?
 
-    init(id: String, type: String, timestamp: Double) {
+    public init(id: String, type: String, timestamp: Double) {
         self.id = id
         self.type = type
         self.timestamp = timestamp

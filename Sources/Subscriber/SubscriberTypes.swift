@@ -113,6 +113,9 @@ public struct RenderError: Error, Sendable, CustomStringConvertible {
 /// What one received video stream did, since the connection began.
 public struct VideoReceiveStats: Sendable, Equatable, Codable {
     public var codec = ""
+    public var ssrc: UInt32 = 0
+    /// The sender's own counts and clock, from its last sender report (nil before one).
+    public var sender: SenderReportSummary?
     public var packetsReceived: UInt64 = 0
     public var packetsLost: Int64 = 0
     public var bytesReceived: UInt64 = 0
@@ -132,6 +135,8 @@ public struct VideoReceiveStats: Sendable, Equatable, Codable {
 /// What one received audio stream did, since the connection began.
 public struct AudioReceiveStats: Sendable, Equatable, Codable {
     public var codec = ""
+    public var ssrc: UInt32 = 0
+    public var sender: SenderReportSummary?
     public var packetsReceived: UInt64 = 0
     public var packetsLost: Int64 = 0
     public var bytesReceived: UInt64 = 0
@@ -149,4 +154,75 @@ public struct SubscriberStats: Sendable {
     public var selectedPair: String?
     /// Connections made (1, plus one per reconnection).
     public var connections: Int
+}
+
+/// What a sender's last RTCP sender report said.
+public struct SenderReportSummary: Sendable, Equatable, Codable {
+    public var packetsSent: UInt32
+    public var bytesSent: UInt32
+    /// The sender's wall clock when it sent the report, ms since the Unix epoch.
+    public var remoteTimestamp: Double
+}
+
+extension SubscriberStats {
+    /// The stats as a W3C webrtc-stats report: inbound-rtp and
+    /// remote-outbound-rtp for each received stream, and the candidate pair.
+    /// `timestamp` is in ms since the Unix epoch.
+    public func rtcStatsReport(timestamp: Double) -> [RTCStatsEntry] {
+        var entries: [RTCStatsEntry] = []
+        func inbound(kind: String, codec: String, ssrc: UInt32, packets: UInt64, bytes: UInt64, lost: Int64,
+                     jitter: Double, sender: SenderReportSummary?, fill: (inout RTCStatsEntry) -> Void) {
+            let id = "inbound-rtp-\(ssrc)", remoteID = "remote-outbound-rtp-\(ssrc)"
+            var entry = RTCStatsEntry(id: id, type: "inbound-rtp", timestamp: timestamp)
+            entry.ssrc = ssrc
+            entry.kind = kind
+            entry.mimeType = "\(kind)/\(codec)"
+            entry.packetsReceived = packets
+            entry.bytesReceived = bytes
+            entry.packetsLost = lost
+            entry.jitter = jitter
+            fill(&entry)
+            if let sender {
+                entry.remoteId = remoteID
+                var remote = RTCStatsEntry(id: remoteID, type: "remote-outbound-rtp", timestamp: timestamp)
+                remote.ssrc = ssrc
+                remote.kind = kind
+                remote.localId = id
+                remote.packetsSent = UInt64(sender.packetsSent)
+                remote.bytesSent = UInt64(sender.bytesSent)
+                remote.remoteTimestamp = sender.remoteTimestamp
+                entries.append(entry)
+                entries.append(remote)
+            } else {
+                entries.append(entry)
+            }
+        }
+        if let v = video {
+            inbound(kind: "video", codec: v.codec, ssrc: v.ssrc, packets: v.packetsReceived, bytes: v.bytesReceived,
+                    lost: v.packetsLost, jitter: v.jitterSeconds, sender: v.sender) { e in
+                e.framesDecoded = v.framesDecoded
+                e.keyFramesDecoded = v.keyframesDecoded
+                e.framesDropped = v.framesDropped
+                e.frameWidth = v.width
+                e.frameHeight = v.height
+                e.nackCount = v.nacksSent
+                e.pliCount = v.keyframeRequestsSent
+            }
+        }
+        if let a = audio {
+            inbound(kind: "audio", codec: a.codec, ssrc: a.ssrc, packets: a.packetsReceived, bytes: a.bytesReceived,
+                    lost: a.packetsLost, jitter: a.jitterSeconds, sender: a.sender) { e in
+                e.totalSamplesReceived = a.samplesDecoded + a.samplesConcealed
+                e.concealedSamples = a.samplesConcealed
+            }
+        }
+        if let pair = selectedPair {
+            var entry = RTCStatsEntry(id: "candidate-pair", type: "candidate-pair", timestamp: timestamp)
+            entry.state = "succeeded"
+            entry.nominated = true
+            entry.addresses = pair
+            entries.append(entry)
+        }
+        return entries
+    }
 }

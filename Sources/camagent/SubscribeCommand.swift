@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import MediaTypes
 import Networking
+import Publisher
 import Session
 import Subscriber
 import Synchronization
@@ -376,6 +377,8 @@ final class SubscriberPrinter: Sendable {
         var connections: Int
         var frameRate: Double?
         var videoBitrate: Double?
+        /// The same numbers as a W3C webrtc-stats report (inbound-rtp, remote-outbound-rtp, candidate-pair).
+        var rtcStats: [RTCStatsEntry]?
     }
 
     func stats(_ s: SubscriberStats, previous: SubscriberStats?) {
@@ -383,7 +386,8 @@ final class SubscriberPrinter: Sendable {
         let bitrate = previous.flatMap { p in s.video.map { Double($0.bytesReceived &- (p.video?.bytesReceived ?? 0)) * 8 } }
         if json {
             line(StatsLine(event: "stats", state: s.state.rawValue, video: s.video, audio: s.audio, selectedPair: s.selectedPair,
-                           connections: s.connections, frameRate: fps, videoBitrate: bitrate))
+                           connections: s.connections, frameRate: fps, videoBitrate: bitrate,
+                           rtcStats: s.rtcStatsReport(timestamp: Date().timeIntervalSince1970 * 1000)))
             return
         }
         var parts = [s.state.rawValue]

@@ -94,6 +94,13 @@ def test_camagent_to_camagent_through_the_router(net, workdir, codec):
     assert summary["video"]["framesDecoded"] >= 0.4 * 15 * WATCH and summary["video"]["decodeErrors"] == 0, summary
     assert summary["audio"]["samplesDecoded"] >= 0.5 * 48000 * WATCH, summary
     assert events(lines, "stats"), "a stats line each second"
+    # The W3C report: what was received and decoded, and what the sender's reports say it sent.
+    rtc = events(lines, "stats")[-1]["rtcStats"]
+    assert {"inbound-rtp", "remote-outbound-rtp", "candidate-pair"} <= {e["type"] for e in rtc}, rtc
+    video_in = next(e for e in rtc if e["type"] == "inbound-rtp" and e["kind"] == "video")
+    assert video_in["framesDecoded"] > 0 and (video_in["frameWidth"], video_in["frameHeight"]) == (640, 480), video_in
+    video_out = next(e for e in rtc if e["id"] == video_in["remoteId"])
+    assert video_out["packetsSent"] > 0 and video_out["remoteTimestamp"] > 1.7e12, video_out
 
     check_pattern_y4m(video, fps=15, seconds=WATCH, size=(640, 480))
     check_tone_wav(audio, seconds=WATCH)

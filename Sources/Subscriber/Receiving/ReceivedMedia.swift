@@ -152,12 +152,20 @@ final class ReceivedMedia: ReceivedRTPSink, @unchecked Sendable {   // receive s
 
     func receive(rtcp packets: [RTCPPacket], now: Double) {
         for case .senderReport(let report) in packets {
+            // NTP seconds since 1900 → ms since 1970.
+            let unixMilliseconds = (Double(report.ntpTimestamp >> 32) - 2_208_988_800
+                                    + Double(report.ntpTimestamp & 0xFFFF_FFFF) / 4_294_967_296) * 1000
+            let summary = SenderReportSummary(packetsSent: report.packetCount, bytesSent: report.octetCount,
+                                              remoteTimestamp: unixMilliseconds)
             if report.ssrc == videoReception?.ssrc {
                 videoReception?.noteSenderReport(ntpTimestamp: report.ntpTimestamp, arrival: now)
+                video.sender = summary
             } else if report.ssrc == audioReception?.ssrc {
                 audioReception?.noteSenderReport(ntpTimestamp: report.ntpTimestamp, arrival: now)
+                audio.sender = summary
             }
         }
+        publish()
     }
 
     // MARK: Video
@@ -165,6 +173,8 @@ final class ReceivedMedia: ReceivedRTPSink, @unchecked Sendable {   // receive s
     private func receiveVideo(_ view: RTPPacketView, _ packet: ArraySlice<UInt8>, now: Double) {
         if videoReception?.ssrc != view.ssrc {
             videoReception = ReceptionCounter(ssrc: view.ssrc, firstSequence: view.sequenceNumber)
+            video.ssrc = view.ssrc
+            video.sender = nil
             if let codec = negotiated.videoCodec { jitter = VideoJitterBuffer(codec: codec) }
         }
         videoReception?.count(sequence: view.sequenceNumber)
@@ -225,6 +235,8 @@ final class ReceivedMedia: ReceivedRTPSink, @unchecked Sendable {   // receive s
     private func receiveAudio(_ view: RTPPacketView, _ packet: ArraySlice<UInt8>, now: Double) {
         if audioReception?.ssrc != view.ssrc {
             audioReception = ReceptionCounter(ssrc: view.ssrc, firstSequence: view.sequenceNumber)
+            audio.ssrc = view.ssrc
+            audio.sender = nil
             playout.reset()
         }
         audioReception?.count(sequence: view.sequenceNumber)
