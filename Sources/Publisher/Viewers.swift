@@ -22,15 +22,22 @@ final class ViewerSessions: Sendable {
         let transport: PeerTransport
         let created = MonotonicTimestamp.now()
         let codecs: [MediaKind: String]
+        /// What was negotiated, and what the viewer wants of it now
+        /// (a subscriber's subscribeToAudio/Video): sent is both.
+        let negotiated: Set<MediaKind>
+        let wanted: WantedKinds
         /// Bytes and frames per kind at the previous stats call, for bitrates.
         let previous = Mutex<(time: MonotonicTimestamp, counts: [MediaKind: (UInt64, UInt64)])?>(nil)
         let joined = Mutex(false)
 
-        init(id: String, media: MediaSenders, transport: PeerTransport, codecs: [MediaKind: String]) {
+        init(id: String, media: MediaSenders, transport: PeerTransport, codecs: [MediaKind: String],
+             wanted: WantedKinds) {
             self.id = id
             self.media = media
             self.transport = transport
             self.codecs = codecs
+            negotiated = Set(codecs.keys)
+            self.wanted = wanted
         }
     }
 
@@ -98,6 +105,7 @@ final class ViewerSessions: Sendable {
         let media = hub.makeSenders(tracks.map { ($0.kind, $0.codec.payloadType) })
         media.negotiated(payloadTypes: [:], videoOrientationExtensionID: orientationID)
         let kinds = Set(tracks.map(\.kind))
+        let wanted = WantedKinds(kinds)
         let id = chosenID ?? Self.makeID()
         let transport: PeerTransport
         do {
@@ -107,7 +115,7 @@ final class ViewerSessions: Sendable {
                 consentTimeout: settings.viewerConsentTimeout, logger: logger
             ) { [wake] phase in
                 switch phase {
-                case .connected: media.setSending(kinds)
+                case .connected: media.setSending(kinds.intersection(wanted.kinds.withLock { $0 }))
                 case .failed, .closed: media.setSending([])
                 default: break
                 }
@@ -131,7 +139,8 @@ final class ViewerSessions: Sendable {
         logger.debug("viewer \(id) offer:\n\(text)")
         logger.debug("viewer \(id) answer:\n\(answerText)")
         let session = Session(id: id, media: media, transport: transport,
-                              codecs: Dictionary(uniqueKeysWithValues: tracks.map { ($0.kind, $0.codec.name) }))
+                              codecs: Dictionary(uniqueKeysWithValues: tracks.map { ($0.kind, $0.codec.name) }),
+                              wanted: wanted)
         sessions.withLock { $0[id] = session }   // its place is released when it is closed
         hub.attach(media)
         startReaper()
@@ -142,6 +151,21 @@ final class ViewerSessions: Sendable {
             candidates: PeerTransport.usable(offer.candidates)))
         logger.info("viewer \(id): answered (\(tracks.map { "\($0.kind.rawValue) \($0.codec.name)" }.joined(separator: ", ")))")
         return (id, answerText)
+    }
+
+    /// What one viewer is sent from now on, of what it negotiated (a
+    /// subscriber's subscribeToAudio/Video). Turning video back on starts at
+    /// a keyframe. False when there is no such viewer.
+    @discardableResult
+    func setMedia(id: String, audio: Bool, video: Bool) -> Bool {
+        guard let session = sessions.withLock({ $0[id] }) else { return false }
+        var kinds: Set<MediaKind> = []
+        if audio { kinds.insert(.audio) }
+        if video { kinds.insert(.video) }
+        session.wanted.kinds.withLock { $0 = kinds }
+        if session.transport.phase == .connected { session.media.setSending(session.negotiated.intersection(kinds)) }
+        logger.info("viewer \(id): sending \(session.negotiated.intersection(kinds).map(\.rawValue).sorted().joined(separator: " and "))")
+        return true
     }
 
     /// Ends a viewer (its WHEP DELETE). False when there is no such viewer.
@@ -248,4 +272,11 @@ extension StreamStats {
                   packetsLost: r.packetsLost, fractionLost: r.fractionLost, jitter: r.jitter, rtt: r.roundTripTime,
                   nackReceived: f.nackReceived, pliReceived: f.pliReceived, firReceived: f.firReceived)
     }
+}
+
+/// What a viewer wants sent, shared by its session and its transport's
+/// phase callback (which starts sending once connected).
+private final class WantedKinds: Sendable {
+    let kinds: Mutex<Set<MediaKind>>
+    init(_ kinds: Set<MediaKind>) { self.kinds = Mutex(kinds) }
 }

@@ -153,8 +153,15 @@ public final class Session: Sendable {
     public func subscribe(streamId: String, settings: SubscriberSettings = SubscriberSettings(),
                           video: (any VideoRenderer)?, audio: (any AudioRenderer)?,
                           onEvent: @escaping @Sendable (SubscriberEvent) -> Void) throws(SubscriberError) -> Subscriber {
-        try Subscriber(endpoint: subscribeURL(streamId: streamId), token: token, settings: settings, video: video,
-                       audio: audio, logger: logger, onEvent: onEvent)
+        let subscriber = try Subscriber(endpoint: subscribeURL(streamId: streamId), token: token, settings: settings,
+                                        video: video, audio: audio, logger: logger, onEvent: onEvent)
+        // subscribeToAudio/Video reach the router, which then sends only what is wanted.
+        subscriber.onSettingsChange { [weak self, logger] id, audio, video in
+            do { try self?.subscriberSettings(subscriberId: id, subscribeToAudio: audio, subscribeToVideo: video) } catch {
+                logger.notice("subscriberSettings for \(id) not sent: \(error)")
+            }
+        }
+        return subscriber
     }
 
     private func send(_ message: [String: Any]) throws(SessionError) {

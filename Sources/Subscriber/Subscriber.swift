@@ -31,6 +31,8 @@ public final class Subscriber: Sendable {
         var selectedPair: String?
         var connections = 0
         var outcome: Result<Void, SubscriberError>?
+        var resource: String?
+        var settingsHandler: (@Sendable (String, Bool, Bool) -> Void)?
     }
 
     /// - Parameters:
@@ -84,16 +86,45 @@ public final class Subscriber: Sendable {
         }
     }
 
-    /// Decode video (true) or drop it as it arrives (false); toggled live,
-    /// without a new exchange. Turning it back on waits for a keyframe.
+    /// Receive and decode video (true), or not (false); toggled live, without
+    /// a new exchange: `videoDisabled`/`videoEnabled` (subscribeToVideo) at
+    /// once, and through `onSettingsChange` a router stops sending it.
+    /// Turning it back on starts at a keyframe.
     public var subscribeToVideo: Bool {
         get { media.decodeVideo.load(ordering: .relaxed) }
-        set { media.decodeVideo.store(newValue, ordering: .relaxed) }
+        set {
+            guard media.decodeVideo.exchange(newValue, ordering: .relaxed) != newValue else { return }
+            if newValue { media.restartVideo.store(true, ordering: .relaxed) }
+            onEvent(newValue ? .videoEnabled(.subscribeToVideo) : .videoDisabled(.subscribeToVideo))
+            settingsChanged()
+        }
     }
 
     public var subscribeToAudio: Bool {
         get { media.decodeAudio.load(ordering: .relaxed) }
-        set { media.decodeAudio.store(newValue, ordering: .relaxed) }
+        set {
+            guard media.decodeAudio.exchange(newValue, ordering: .relaxed) != newValue else { return }
+            settingsChanged()
+        }
+    }
+
+    /// The subscriber's id at the server: the last segment of its WHEP
+    /// resource (camagent's router names subscribers so); nil when not connected.
+    public var subscriberID: String? {
+        control.withLock { $0.resource }.flatMap { $0.split(separator: "/").last.map(String.init) }
+    }
+
+    /// Called (on the caller's thread) when subscribeToAudio/Video change, and
+    /// after each new connection while one is off, with the subscriber's id:
+    /// a `Session` sends them to the router as `subscriberSettings`.
+    public func onSettingsChange(_ handler: @escaping @Sendable (_ subscriberID: String, _ audio: Bool, _ video: Bool) -> Void) {
+        control.withLock { $0.settingsHandler = handler }
+    }
+
+    private func settingsChanged() {
+        let (handler, id) = control.withLock { ($0.settingsHandler, $0.resource) }
+        guard let handler, let id = id?.split(separator: "/").last else { return }
+        handler(String(id), subscribeToAudio, subscribeToVideo)
     }
 
     public var state: SubscriberState { control.withLock { $0.state } }
@@ -234,7 +265,10 @@ public final class Subscriber: Sendable {
             if !peerClosed {
                 do { try client.stop(session) } catch { logger.debug("WHEP DELETE: \(error)") }
             }
-            control.withLock { $0.selectedPair = nil }
+            control.withLock { c in
+                c.selectedPair = nil
+                c.resource = nil
+            }
         }
         var connected = false
         while true {
@@ -247,7 +281,9 @@ public final class Subscriber: Sendable {
                 control.withLock { c in
                     c.connections += 1
                     c.selectedPair = pair
+                    c.resource = session.resourceURL
                 }
+                if !subscribeToVideo || !subscribeToAudio { settingsChanged() }   // a new subscriber id at the server
                 setState(.connected)
                 onEvent(reconnecting ? .reconnected(selectedPair: pair) : .connected(codecs: codecs.joined(separator: "+"), selectedPair: pair))
             case .failed(.peerClosed):

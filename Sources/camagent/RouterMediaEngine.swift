@@ -32,6 +32,10 @@ struct RouterMediaEngine: SessionMediaEngine {
 
     func unsubscribe(subscriberID: String) { router.unsubscribe(subscriberID: subscriberID) }
 
+    func setSubscriberMedia(subscriberID: String, audio: Bool, video: Bool) {
+        router.setSubscriberMedia(subscriberID: subscriberID, audio: audio, video: video)
+    }
+
     var counters: ForwardingCounters {
         let c = router.counters
         return ForwardingCounters(packetsForwarded: c.packetsForwarded, bytesForwarded: c.bytesForwarded,

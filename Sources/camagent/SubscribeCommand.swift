@@ -81,6 +81,9 @@ struct SubscribeCommand: ParsableCommand {
     @Flag(help: "Print events and stats as JSON lines on stdout.")
     var json = false
 
+    @Flag(help: "Read commands on stdin, one per line: 'video off', 'video on', 'audio off', 'audio on' (subscribeToVideo/Audio, live).")
+    var stdinControl = false
+
     @OptionGroup var global: GlobalOptions
 
     func validate() throws {
@@ -153,8 +156,13 @@ struct SubscribeCommand: ParsableCommand {
         settings.allowInsecureTLS = insecureTLS
         let subscriber: Subscriber
         do {
-            subscriber = try Subscriber(endpoint: endpoint, token: token, settings: settings, video: videoRenderer,
-                                        audio: audioRenderer, logger: logger) { event in out.event(event) }
+            if let joined {
+                subscriber = try joined.session.subscribe(streamId: joined.stream.streamId, settings: settings,
+                                                          video: videoRenderer, audio: audioRenderer) { event in out.event(event) }
+            } else {
+                subscriber = try Subscriber(endpoint: endpoint, token: token, settings: settings, video: videoRenderer,
+                                            audio: audioRenderer, logger: logger) { event in out.event(event) }
+            }
         } catch {
             throw fail(error)
         }
@@ -165,6 +173,7 @@ struct SubscribeCommand: ParsableCommand {
         let signals = SignalStop { stopRequested.withLock { $0 = true } }
         defer { withExtendedLifetime(signals) {} }
         subscriber.start()
+        if stdinControl { StdinControl.start(subscriber) }
         let started = MonotonicTimestamp.now()
         var nextStats = started + .seconds(1)
         var previous: SubscriberStats?
@@ -231,6 +240,26 @@ struct SubscribeCommand: ParsableCommand {
             }
             Thread.sleep(forTimeInterval: 0.1)
         }
+    }
+}
+
+/// `--stdin-control`: subscribeToVideo/Audio toggled by lines on stdin, for
+/// scripts and operators (the router stops sending what is turned off).
+enum StdinControl {
+    static func start(_ subscriber: Subscriber) {
+        let thread = Thread {
+            while let line = readLine() {
+                let words = line.lowercased().split(separator: " ")
+                guard words.count == 2, ["video", "audio"].contains(words[0]), ["on", "off"].contains(words[1]) else {
+                    printError("camagent: unknown command \"\(line)\" (video on|off, audio on|off)")
+                    continue
+                }
+                if words[0] == "video" { subscriber.subscribeToVideo = words[1] == "on" }
+                else { subscriber.subscribeToAudio = words[1] == "on" }
+            }
+        }
+        thread.name = "camagent-stdin"
+        thread.start()
     }
 }
 

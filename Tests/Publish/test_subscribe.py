@@ -9,6 +9,7 @@ timeout; nothing asserts on time.
 """
 import json
 import os
+import subprocess
 import wave
 
 import numpy as np
@@ -199,4 +200,52 @@ def test_a_force_disconnected_publisher_ends_the_subscription_with_that_reason(n
     assert "the stream ended: forceDisconnected (streamDestroyed)" in err, err[-2000:]
     events_seen = json_lines("".join(lines) + subscriber.stdout.read())
     assert [e["state"] for e in events(events_seen, "state")] == ["connected", "ended"], events_seen
+    net.stop(publisher)
+
+
+def test_subscribe_to_video_off_and_on_stops_and_restarts_the_media(net, workdir):
+    """subscribeToVideo false reaches the router (subscriberSettings), which stops sending video to
+    this subscriber; true restarts it at a keyframe. The events come at once, with their reason."""
+    router = Router(net, workdir)
+    session = router.create_session()
+    url = router.session_url(session)
+    publisher = start_publisher(net, workdir, "--session", url, "--token", router.token(session, "publisher"),
+                                duration=60)
+    router.wait_for_streams(session, 1)
+    subscriber = net.start([BIN, "subscribe", "--session", url, "--token", router.token(session, "subscriber"),
+                            "--first", "--stdin-control", "--duration", "40", "--json"], "camagent-subscriber", workdir,
+                           stdin=subprocess.PIPE)
+    lines = []
+
+    def stats_until(predicate, what, timeout=30):
+        for line in output_lines(subscriber, timeout, lines):
+            event = json.loads(line) if line.startswith("{") else {}
+            if event.get("event") == "stats" and predicate(event):
+                return event
+        raise AssertionError(f"no stats line with {what}:\n" + "".join(lines[-20:]) + router.log())
+
+    def command(text):
+        subscriber.stdin.write(text + "\n")
+        subscriber.stdin.flush()
+
+    before = stats_until(lambda e: e["video"]["framesDecoded"] >= 30, "30 frames decoded")
+    command("video off")
+    # A second for what was in flight, then video packets stop coming (audio goes on).
+    stats_until(lambda e: True, "a line after 'video off'")
+    off_start = stats_until(lambda e: True, "a second line after 'video off'")
+    off_end = off_start
+    for _ in range(3):
+        off_end = stats_until(lambda e: True, "lines while video is off")
+    assert off_end["video"]["packetsReceived"] - off_start["video"]["packetsReceived"] <= 2, (off_start, off_end)
+    assert off_end["audio"]["packetsReceived"] - off_start["audio"]["packetsReceived"] >= 50, (off_start, off_end)
+    command("video on")
+    after = stats_until(lambda e: e["video"]["framesDecoded"] >= off_end["video"]["framesDecoded"] + 30,
+                        "30 more frames decoded after 'video on'")
+    assert after["video"]["keyframesDecoded"] > before["video"]["keyframesDecoded"], (before, after)
+    assert after["video"]["decodeErrors"] == 0, after
+    subscriber.stdin.close()
+    net.stop(subscriber)
+    seen = json_lines("".join(lines))
+    toggles = [(e["state"], e.get("reason")) for e in seen if e.get("event") == "video" and e["state"] != "dimensions"]
+    assert toggles == [("disabled", "subscribeToVideo"), ("enabled", "subscribeToVideo")], toggles
     net.stop(publisher)

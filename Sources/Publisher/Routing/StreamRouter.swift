@@ -179,6 +179,15 @@ public final class StreamRouter: Sendable {
         return stream.subscribers.remove(id: subscriberID)
     }
 
+    /// What one subscriber is sent (its subscribeToAudio / subscribeToVideo).
+    /// False when there is no such subscriber.
+    @discardableResult
+    public func setSubscriberMedia(subscriberID: String, audio: Bool, video: Bool) -> Bool {
+        guard let entry = subscribers.withLock({ $0[subscriberID] }),
+              let stream = streams.withLock({ $0[entry.stream] }) else { return false }
+        return stream.subscribers.setMedia(id: subscriberID, audio: audio, video: video)
+    }
+
     /// Every stream and subscriber ends (the router stops).
     public func stopAll() {
         let all = streams.withLock { s in defer { s.removeAll() }; return Array(s.values) }

@@ -56,5 +56,12 @@ public protocol SessionMediaEngine: Sendable {
     /// Answers a WHEP offer for one subscriber of a routed stream.
     func subscribe(streamID: String, subscriberID: String, offer: String, ended: @escaping @Sendable (String) -> Void) throws(MediaEngineError) -> String
     func unsubscribe(subscriberID: String)
+    /// What one subscriber is sent from now on (its subscribeToAudio/Video).
+    func setSubscriberMedia(subscriberID: String, audio: Bool, video: Bool)
     var counters: ForwardingCounters { get }
+}
+
+extension SessionMediaEngine {
+    /// Engines that cannot choose per subscriber send everything.
+    public func setSubscriberMedia(subscriberID: String, audio: Bool, video: Bool) {}
 }

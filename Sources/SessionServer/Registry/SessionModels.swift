@@ -64,8 +64,8 @@ public enum StreamEndReason: String, Sendable, Codable {
     case clientDisconnected, forceDisconnected, forceUnpublished, mediaStopped, networkDisconnected
 }
 
-/// A subscriber's wishes (`subscriberSettings`): stored and checked, no
-/// effect on the media yet.
+/// A subscriber's wishes (`subscriberSettings`): stored and checked;
+/// subscribeToAudio/Video decide what the media engine sends it.
 public struct SubscriberSettings: Sendable, Equatable {
     public var subscribeToAudio: Bool?
     public var subscribeToVideo: Bool?

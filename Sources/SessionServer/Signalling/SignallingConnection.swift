@@ -99,6 +99,13 @@ struct SignallingConnection: Sendable {
             case .subscriberSettings(let subscriberID, let settings):
                 try registry.storeSubscriberSettings(
                     sessionID: sessionID, connectionID: connectionID, subscriberID: subscriberID, settings: settings)
+                if settings.subscribeToAudio != nil || settings.subscribeToVideo != nil,
+                   let merged = registry.subscriberSettings(sessionID: sessionID, connectionID: connectionID,
+                                                            subscriberID: subscriberID) {
+                    // The media follows: what the subscriber does not want is not sent.
+                    services.media.setSubscriberMedia(subscriberID: subscriberID, audio: merged.subscribeToAudio ?? true,
+                                                      video: merged.subscribeToVideo ?? true)
+                }
             }
         } catch let refusal as SignallingRefusal {
             logger.debug("signalling message refused", metadata: ["code": "\(refusal.code)", "reason": "\(refusal.message)"])

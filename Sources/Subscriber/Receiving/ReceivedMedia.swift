@@ -37,6 +37,8 @@ final class ReceivedMedia: ReceivedRTPSink, @unchecked Sendable {   // receive s
     /// subscribeToVideo / subscribeToAudio: read per packet, set from any thread.
     let decodeVideo = Atomic<Bool>(true)
     let decodeAudio = Atomic<Bool>(true)
+    /// Set when video is turned back on: decoding starts again at a keyframe.
+    let restartVideo = Atomic<Bool>(false)
 
     // The connection thread's state.
     private var negotiated = Negotiated()
@@ -54,7 +56,6 @@ final class ReceivedMedia: ReceivedRTPSink, @unchecked Sendable {   // receive s
     private var requests = FeedbackRequests()
     private var video = VideoReceiveStats()
     private var audio = AudioReceiveStats()
-    private var wasDecodingVideo = true
 
     init(video: (any VideoRenderer)?, audio: (any AudioRenderer)?, maxBitrate: Int, logger: Logger,
          onEvent: @escaping @Sendable (SubscriberEvent) -> Void) {
@@ -183,10 +184,8 @@ final class ReceivedMedia: ReceivedRTPSink, @unchecked Sendable {   // receive s
         video.bytesReceived += UInt64(view.payload.count)
         guard jitter != nil else { return }
         let decoding = decodeVideo.load(ordering: .relaxed)
-        if decoding != wasDecodingVideo {
-            wasDecodingVideo = decoding
-            onEvent(decoding ? .videoEnabled(.subscribeToVideo) : .videoDisabled(.subscribeToVideo))
-            if decoding { jitter?.decodeFailed(now: now, feedback: &requests) }   // start again at a keyframe
+        if restartVideo.exchange(false, ordering: .relaxed) {
+            jitter?.decodeFailed(now: now, feedback: &requests)   // what follows a gap needs a keyframe
         }
         jitter!.insert(view, bytes: packet, now: now, feedback: &requests)
         while let frame = jitter!.nextFrame(into: &frameBytes, now: now, feedback: &requests) {
