@@ -31,6 +31,9 @@ public struct PublisherSettings: Sendable {
     public var maxReconnectDelay = 10.0
     /// Viewers served at once by the embedded WHEP side; more get an error.
     public var maxViewers = 16
+    /// Audio fallback: stop sending video to a viewer whose receiver reports
+    /// show heavy loss, and send it again when the loss clears (routed subscribers).
+    public var audioFallback = false
     /// A viewer whose ICE consent checks stop for this long is dropped (RFC 7675: 30 s).
     public var viewerConsentTimeout = 30.0
     /// Offer the urn:3gpp:video-orientation RTP header extension (CVO) to
@@ -91,6 +94,17 @@ public enum PublisherEvent: Sendable {
     case deviceLost(kind: MediaKind, reason: String)
     /// The device is back (or another one took its place); frames resume with a keyframe.
     case deviceRestored(kind: MediaKind, description: String)
+    /// Audio fallback for one viewer (routed subscribers): heavy loss warned
+    /// of, video stopped for it, video back once the loss cleared.
+    case viewerVideoQuality(id: String, change: VideoQualityChange)
+}
+
+/// The steps of audio fallback, as OpenTok names its events.
+public enum VideoQualityChange: String, Sendable {
+    case warning = "videoDisableWarning"
+    case warningLifted = "videoDisableWarningLifted"
+    case disabled = "videoDisabled"
+    case enabled = "videoEnabled"
 }
 
 /// Why the embedded server cannot take a viewer.

@@ -26,6 +26,8 @@ final class ViewerSessions: Sendable {
         /// (a subscriber's subscribeToAudio/Video): sent is both.
         let negotiated: Set<MediaKind>
         let wanted: WantedKinds
+        /// Audio fallback's state, and the report count it last looked at.
+        let fallback = Mutex<(policy: AudioFallback, reports: UInt64)>((AudioFallback(), 0))
         /// Bytes and frames per kind at the previous stats call, for bitrates.
         let previous = Mutex<(time: MonotonicTimestamp, counts: [MediaKind: (UInt64, UInt64)])?>(nil)
         let joined = Mutex(false)
@@ -47,6 +49,8 @@ final class ViewerSessions: Sendable {
     private let logger: Logger
     private let onEvent: @Sendable (PublisherEvent) -> Void
     private let sessions = Mutex<[String: Session]>([:])
+    /// settings.audioFallback, until the publisher turns it off.
+    private let audioFallback: Atomic<Bool>
     /// Places taken under the viewer limit: from admission (before the
     /// answer is made) until the viewer is closed. Checked and taken in one
     /// critical section, so concurrent offers cannot all pass the check.
@@ -63,6 +67,24 @@ final class ViewerSessions: Sendable {
         self.settings = settings
         self.logger = logger
         self.onEvent = onEvent
+        audioFallback = Atomic(settings.audioFallback)
+    }
+
+    /// Audio fallback on or off for every viewer (the publisher's choice);
+    /// off brings video back to those it was stopped for.
+    func setAudioFallback(_ enabled: Bool) {
+        audioFallback.store(enabled, ordering: .relaxed)
+        guard !enabled else { return }
+        for session in sessions.withLock({ Array($0.values) }) {
+            let wasOff = session.fallback.withLock { f in
+                defer { f.policy = AudioFallback() }
+                return f.policy.state == .videoOff
+            }
+            if wasOff {
+                apply(session)
+                onEvent(.viewerVideoQuality(id: session.id, change: .enabled))
+            }
+        }
     }
 
     /// Takes a place under the viewer limit, or says there is none.
@@ -163,9 +185,45 @@ final class ViewerSessions: Sendable {
         if audio { kinds.insert(.audio) }
         if video { kinds.insert(.video) }
         session.wanted.kinds.withLock { $0 = kinds }
-        if session.transport.phase == .connected { session.media.setSending(session.negotiated.intersection(kinds)) }
-        logger.info("viewer \(id): sending \(session.negotiated.intersection(kinds).map(\.rawValue).sorted().joined(separator: " and "))")
+        apply(session)
         return true
+    }
+
+    /// Sends a viewer what it negotiated, wants, and (under audio fallback) can take.
+    private func apply(_ session: Session) {
+        var kinds = session.negotiated.intersection(session.wanted.kinds.withLock { $0 })
+        if session.fallback.withLock({ $0.policy.state == .videoOff }) { kinds.remove(.video) }
+        guard session.transport.phase == .connected, kinds != session.media.sendingKinds else { return }
+        session.media.setSending(kinds)
+        logger.info("viewer \(session.id): sending \(kinds.isEmpty ? "nothing" : kinds.map(\.rawValue).sorted().joined(separator: " and "))")
+    }
+
+    /// Audio fallback: each new receiver report of the viewer moves its policy.
+    private func checkQuality(_ session: Session) {
+        guard audioFallback.load(ordering: .relaxed), session.negotiated.contains(.video) else { return }
+        let measured: MediaKind = session.media.sendingKinds.contains(.video) || !session.negotiated.contains(.audio) ? .video : .audio
+        guard let reception = session.media.reception(measured) else { return }
+        let action = session.fallback.withLock { f -> AudioFallback.Action? in
+            guard reception.reportsReceived > f.reports else { return nil }
+            f.reports = reception.reportsReceived
+            return f.policy.report(fractionLost: reception.fractionLost)
+        }
+        guard let action else { return }
+        let change: VideoQualityChange
+        switch action {
+        case .warn: change = .warning
+        case .liftWarning: change = .warningLifted
+        case .disableVideo: change = .disabled
+        case .enableVideo: change = .enabled
+        }
+        logger.notice("viewer \(session.id): \(change.rawValue) (\(measured.rawValue) loss \(Int(reception.fractionLost * 100)) %)")
+        if action == .disableVideo || action == .enableVideo {
+            // The other kind's reports count from now on.
+            let other = session.media.reception(action == .disableVideo ? .audio : .video)?.reportsReceived ?? 0
+            session.fallback.withLock { $0.reports = other }
+            apply(session)
+        }
+        onEvent(.viewerVideoQuality(id: session.id, change: change))
     }
 
     /// Ends a viewer (its WHEP DELETE). False when there is no such viewer.
@@ -220,6 +278,7 @@ final class ViewerSessions: Sendable {
                         logger.info("viewer \(session.id): connected via \(session.transport.selectedPair ?? "?")")
                         onEvent(.viewerJoined(id: session.id, codec: codec, selectedPair: session.transport.selectedPair))
                     }
+                    checkQuality(session)
                 case .failed(let error):
                     if sessions.withLock({ $0.removeValue(forKey: session.id) }) != nil { close(session, reason: error.description) }
                 case .closed:

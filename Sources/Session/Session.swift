@@ -27,6 +27,12 @@ public final class Session: Sendable {
     private let allowInsecureTLS: Bool
     private let logger: Logger
     private let state = Mutex<State>(State())
+    /// The subscribers made here, to hand them what the router says about them.
+    private let subscribers = Mutex<[WeakSubscriber]>([])
+
+    private struct WeakSubscriber {
+        weak var subscriber: Subscriber?
+    }
     private let readerStop = StopSignal()
 
     private struct State {
@@ -155,6 +161,10 @@ public final class Session: Sendable {
                           onEvent: @escaping @Sendable (SubscriberEvent) -> Void) throws(SubscriberError) -> Subscriber {
         let subscriber = try Subscriber(endpoint: subscribeURL(streamId: streamId), token: token, settings: settings,
                                         video: video, audio: audio, logger: logger, onEvent: onEvent)
+        subscribers.withLock { list in
+            list.removeAll { $0.subscriber == nil }
+            list.append(WeakSubscriber(subscriber: subscriber))
+        }
         // subscribeToAudio/Video reach the router, which then sends only what is wanted.
         subscriber.onSettingsChange { [weak self, logger] id, audio, video in
             do { try self?.subscriberSettings(subscriberId: id, subscribeToAudio: audio, subscribeToVideo: video) } catch {
@@ -198,10 +208,28 @@ public final class Session: Sendable {
                     default: break
                     }
                 }
+                forwardToSubscriber(event)
                 deliver(event)
             }
         }
         end("disconnected")
+    }
+
+    /// Audio fallback's steps, to the subscriber they name (if it is one of ours).
+    private func forwardToSubscriber(_ event: SessionEvent) {
+        let id: String
+        let change: SubscriberEvent
+        switch event {
+        case .videoDisabled(let s, let reason):
+            (id, change) = (s, .videoDisabled(VideoChangeReason(rawValue: reason) ?? .quality))
+        case .videoEnabled(let s, let reason):
+            (id, change) = (s, .videoEnabled(VideoChangeReason(rawValue: reason) ?? .quality))
+        case .videoDisableWarning(let s): (id, change) = (s, .videoDisableWarning)
+        case .videoDisableWarningLifted(let s): (id, change) = (s, .videoDisableWarningLifted)
+        default: return
+        }
+        let mine = subscribers.withLock { list in list.compactMap(\.subscriber).first { $0.subscriberID == id } }
+        mine?.routerSaid(change)
     }
 
     private func end(_ reason: String) {
@@ -293,6 +321,10 @@ public final class Session: Sendable {
             guard let id = m.subscriberId else { return nil }
             return m.type == "videoDisabled" ? .videoDisabled(subscriberId: id, reason: m.reason ?? "")
                 : .videoEnabled(subscriberId: id, reason: m.reason ?? "")
+        case "videoDisableWarning", "videoDisableWarningLifted":
+            guard let id = m.subscriberId else { return nil }
+            return m.type == "videoDisableWarning" ? .videoDisableWarning(subscriberId: id)
+                : .videoDisableWarningLifted(subscriberId: id)
         case "error":
             return .error(code: m.code, message: m.message ?? "")
         default:

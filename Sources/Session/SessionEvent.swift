@@ -22,6 +22,9 @@ public enum SessionEvent: Sendable, Equatable {
     case caption(streamId: String, text: String, isFinal: Bool)
     case videoDisabled(subscriberId: String, reason: String)
     case videoEnabled(subscriberId: String, reason: String)
+    /// Audio fallback's warning, before video is stopped for heavy loss (and its lifting).
+    case videoDisableWarning(subscriberId: String)
+    case videoDisableWarningLifted(subscriberId: String)
     case error(code: Int?, message: String)
     /// The WebSocket ended (the router closed it, the network went, or `disconnect`).
     case disconnected(reason: String)

@@ -33,6 +33,10 @@ public final class SessionServer: Service, Sendable {
         registry = SessionRegistry(limits: configuration.limits)
         tokens = TokenAuthority(secret: secret)
         services = RouterServices(registry: registry, tokens: tokens, media: mediaEngine, logger: logger)
+        // Audio fallback's steps go to the session of the subscriber they are about.
+        mediaEngine.onSubscriberVideoQuality { [registry] subscriberID, messageType in
+            registry.subscriberVideoQuality(subscriberID: subscriberID, messageType: messageType)
+        }
         self.logger = logger
         self.onServerRunning = onServerRunning
     }

@@ -121,6 +121,10 @@ public final class Subscriber: Sendable {
         control.withLock { $0.settingsHandler = handler }
     }
 
+    /// What the router's signalling said about this subscriber (audio
+    /// fallback), from its `Session`: passed on as the subscriber's own event.
+    public func routerSaid(_ event: SubscriberEvent) { onEvent(event) }
+
     private func settingsChanged() {
         let (handler, id) = control.withLock { ($0.settingsHandler, $0.resource) }
         guard let handler, let id = id?.split(separator: "/").last else { return }

@@ -46,6 +46,9 @@ public enum SubscriberEvent: Sendable {
     case videoDimensions(width: Int, height: Int)
     case videoDisabled(VideoChangeReason)
     case videoEnabled(VideoChangeReason)
+    /// Audio fallback: the router warns that heavy loss may stop video (and lifts the warning).
+    case videoDisableWarning
+    case videoDisableWarningLifted
     /// The sender ended the stream; the subscriber stops.
     case streamEnded(reason: String)
     /// Reconnecting did not succeed within the window: the subscriber stops.

@@ -46,9 +46,13 @@ struct PublishCommand: ParsableCommand {
         whip ?? session.map { url in
             var base = url
             while base.hasSuffix("/") { base.removeLast() }
-            return base + "/publish"
+            return base + "/publish" + (audioFallback ? "" : "?audioFallback=false")
         }
     }
+
+    @Flag(name: .customLong("audio-fallback"), inversion: .prefixedNo,
+          help: "With --session: let the router stop sending video to a subscriber under heavy loss, and send it again when the loss clears (OpenTok's audio fallback).")
+    var audioFallback = true
 
     @Option(help: "Address and port of the built-in viewer server (default 0.0.0.0:8080 when there is no --whip; port 0 picks a free one).")
     var listen: String?
@@ -358,6 +362,11 @@ final class EventPrinter: Sendable {
             if json { line(JSONOutput.line(ViewerLine(state: "joined", id: id, codec: codec, selectedPair: pair))) } else {
                 finishStatusLine()
                 printError("viewer:    \(id) joined (\(codec) via \(pair ?? "?"))")
+            }
+        case .viewerVideoQuality(let id, let change):
+            if json { line(JSONOutput.line(ViewerLine(state: change.rawValue, id: id))) } else {
+                finishStatusLine()
+                printError("viewer:    \(id): \(change.rawValue) (audio fallback)")
             }
         case .viewerLeft(let id, let reason):
             if json { line(JSONOutput.line(ViewerLine(state: "left", id: id, reason: reason))) } else {

@@ -36,6 +36,14 @@ struct RouterMediaEngine: SessionMediaEngine {
         router.setSubscriberMedia(subscriberID: subscriberID, audio: audio, video: video)
     }
 
+    func setAudioFallback(streamID: String, enabled: Bool) {
+        router.setAudioFallback(streamID: streamID, enabled: enabled)
+    }
+
+    func onSubscriberVideoQuality(_ handler: @escaping @Sendable (_ subscriberID: String, _ messageType: String) -> Void) {
+        router.onSubscriberVideoQuality { id, change in handler(id, change.rawValue) }
+    }
+
     var counters: ForwardingCounters {
         let c = router.counters
         return ForwardingCounters(packetsForwarded: c.packetsForwarded, bytesForwarded: c.bytesForwarded,

@@ -390,6 +390,10 @@ final class SubscriberPrinter: Sendable {
             say(EventLine(event: "video", state: "disabled", reason: reason.rawValue), "video:     disabled (\(reason.rawValue))")
         case .videoEnabled(let reason):
             say(EventLine(event: "video", state: "enabled", reason: reason.rawValue), "video:     enabled (\(reason.rawValue))")
+        case .videoDisableWarning:
+            say(EventLine(event: "video", state: "disableWarning", reason: "quality"), "video:     heavy loss, the router may stop video")
+        case .videoDisableWarningLifted:
+            say(EventLine(event: "video", state: "disableWarningLifted", reason: "quality"), "video:     loss back down")
         case .streamEnded(let reason):
             say(EventLine(event: "state", state: "ended", reason: reason), "stream ended: \(reason)")
         case .streamDestroyed(let reason):

@@ -153,6 +153,14 @@ final class MediaSenders: Sendable {
         }
     }
 
+    /// What the receiver's reports say of one kind's stream (nil: not negotiated).
+    func reception(_ kind: MediaKind) -> RemoteReception? {
+        state.withLock { s in s.streamIndex(kind: kind).map { s.reception[$0] } }
+    }
+
+    /// The kinds being sent now.
+    var sendingKinds: Set<MediaKind> { state.withLock { $0.sending } }
+
     /// Every stream's SSRC, in stream order (for BYE).
     var allSSRCs: [UInt32] { state.withLock { s in s.streams.map(\.ssrc) } }
 

@@ -49,6 +49,8 @@ public final class StreamRouter: Sendable {
     private let subscribers = Mutex<[String: (stream: String, ended: @Sendable (String) -> Void)]>([:])
     /// What the streams that ended had counted.
     private let retired = Mutex(RoutingCounters())
+    /// Where audio fallback's steps for each subscriber are told (the session server).
+    private let qualityHandler = Mutex<(@Sendable (String, VideoQualityChange) -> Void)?>(nil)
 
     public init(settings: RouterMediaSettings = RouterMediaSettings(), logger: Logger) throws(RoutingError) {
         self.settings = settings
@@ -125,10 +127,14 @@ public final class StreamRouter: Sendable {
         viewerSettings.connectTimeout = settings.connectTimeout
         viewerSettings.viewerConsentTimeout = settings.subscriberConsentTimeout
         viewerSettings.offerVideoOrientation = false   // forwarded frames carry no orientation of ours
+        viewerSettings.audioFallback = true             // OpenTok's default for routed subscribers
         let subscriberSessions = ViewerSessions(hub: hub, certificate: certificate, settings: viewerSettings,
                                                 logger: logger) { [weak self] event in
-            guard case .viewerLeft(let id, let reason) = event else { return }
-            self?.subscriberLeft(id: id, reason: reason)
+            switch event {
+            case .viewerLeft(let id, let reason): self?.subscriberLeft(id: id, reason: reason)
+            case .viewerVideoQuality(let id, let change): self?.qualityHandler.withLock { $0 }?(id, change)
+            default: break
+            }
         }
         let stream = Stream(id: streamID, publication: publication, offerable: offerable, frames: frames,
                             transport: transport, subscribers: subscriberSessions, events: events)
@@ -177,6 +183,21 @@ public final class StreamRouter: Sendable {
         guard let entry = subscribers.withLock({ $0.removeValue(forKey: subscriberID) }),
               let stream = streams.withLock({ $0[entry.stream] }) else { return false }
         return stream.subscribers.remove(id: subscriberID)
+    }
+
+    /// Audio fallback's steps for each subscriber (warning, video off, video
+    /// back), with the subscriber's id; on any thread.
+    public func onSubscriberVideoQuality(_ handler: @escaping @Sendable (_ subscriberID: String, VideoQualityChange) -> Void) {
+        qualityHandler.withLock { $0 = handler }
+    }
+
+    /// The publisher's choice (OpenTok's audioFallbackEnabled): off, its
+    /// subscribers get video whatever their loss. False when there is no such stream.
+    @discardableResult
+    public func setAudioFallback(streamID: String, enabled: Bool) -> Bool {
+        guard let stream = streams.withLock({ $0[streamID] }) else { return false }
+        stream.subscribers.setAudioFallback(enabled)
+        return true
     }
 
     /// What one subscriber is sent (its subscribeToAudio / subscribeToVideo).

@@ -58,10 +58,17 @@ public protocol SessionMediaEngine: Sendable {
     func unsubscribe(subscriberID: String)
     /// What one subscriber is sent from now on (its subscribeToAudio/Video).
     func setSubscriberMedia(subscriberID: String, audio: Bool, video: Bool)
+    /// Audio fallback for a stream's subscribers (on unless its publisher says no).
+    func setAudioFallback(streamID: String, enabled: Bool)
+    /// Where audio fallback's steps go: subscriber id and the message type
+    /// (videoDisableWarning, videoDisableWarningLifted, videoDisabled, videoEnabled).
+    func onSubscriberVideoQuality(_ handler: @escaping @Sendable (_ subscriberID: String, _ messageType: String) -> Void)
     var counters: ForwardingCounters { get }
 }
 
 extension SessionMediaEngine {
     /// Engines that cannot choose per subscriber send everything.
     public func setSubscriberMedia(subscriberID: String, audio: Bool, video: Bool) {}
+    public func setAudioFallback(streamID: String, enabled: Bool) {}
+    public func onSubscriberVideoQuality(_ handler: @escaping @Sendable (_ subscriberID: String, _ messageType: String) -> Void) {}
 }

@@ -174,6 +174,10 @@ struct RESTResponder: HTTPResponder {
             throw APIError(error)
         }
         services.release(announced.1)
+        // OpenTok's audioFallbackEnabled: a publisher may keep its subscribers on video whatever their loss.
+        if request.uri.queryParameters["audioFallback"].map(String.init) == "false" {
+            services.media.setAudioFallback(streamID: streamID, enabled: false)
+        }
         context.logger.info("stream published", metadata: ["session": "\(sessionID)", "stream": "\(streamID)", "connection": "\(announced.0.connectionId)"])
         return sdp(.created, media.answer, location: "/v2/sessions/\(sessionID)/publish/\(streamID)")
     }

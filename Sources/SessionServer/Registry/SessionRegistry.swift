@@ -198,6 +198,17 @@ public final class SessionRegistry: Sendable {
         }
     }
 
+    /// Audio fallback for a subscriber: `videoDisableWarning`,
+    /// `videoDisableWarningLifted`, `videoDisabled` or `videoEnabled` with
+    /// reason quality, to every connection of its session (the message names
+    /// the subscriber; its client knows its own).
+    func subscriberVideoQuality(subscriberID: String, messageType: String) {
+        state.withLock { state in
+            guard let place = state.subscribers[subscriberID], let session = state.sessions[place.sessionID] else { return }
+            session.broadcast(jsonText(ServerMessage.SubscriberVideo(type: messageType, subscriberId: subscriberID, reason: "quality")))
+        }
+    }
+
     /// Queues a message for one connection alone (a reply: `pong`, `error`),
     /// behind the events already queued for it.
     func reply(sessionID: String, connectionID: String, _ text: String) {

@@ -60,6 +60,13 @@ enum ServerMessage {
         var message: String
     }
 
+    /// `videoDisabled`/`videoEnabled` (and audio fallback's warnings) for one subscriber.
+    struct SubscriberVideo: Encodable {
+        var type: String
+        var subscriberId: String
+        var reason: String
+    }
+
     struct Pong: Encodable {
         var type = "pong"
     }
