@@ -133,6 +133,9 @@ public struct VideoReceiveStats: Sendable, Equatable, Codable {
     public var width = 0
     public var height = 0
     public var jitterSeconds = 0.0
+    /// Seconds from the sender's capture stamp to the frame's render, by the
+    /// sender's reports (moving average; meaningful when the clocks agree).
+    public var senderToRenderDelay: Double?
 }
 
 /// What one received audio stream did, since the connection began.
@@ -148,6 +151,8 @@ public struct AudioReceiveStats: Sendable, Equatable, Codable {
     public var samplesConcealed: UInt64 = 0
     public var latePackets: UInt64 = 0
     public var jitterSeconds = 0.0
+    /// The same for audio, the renderer's own latency included.
+    public var senderToRenderDelay: Double?
 }
 
 public struct SubscriberStats: Sendable {
@@ -157,6 +162,13 @@ public struct SubscriberStats: Sendable {
     public var selectedPair: String?
     /// Connections made (1, plus one per reconnection).
     public var connections: Int
+
+    /// A/V sync: how much later video is rendered than the audio captured
+    /// with it, seconds (negative: video early), from both streams' sender reports.
+    public var avSyncOffset: Double? {
+        guard let v = video?.senderToRenderDelay, let a = audio?.senderToRenderDelay else { return nil }
+        return v - a
+    }
 }
 
 /// What a sender's last RTCP sender report said.

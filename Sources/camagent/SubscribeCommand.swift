@@ -412,6 +412,8 @@ final class SubscriberPrinter: Sendable {
         var videoBitrate: Double?
         /// The same numbers as a W3C webrtc-stats report (inbound-rtp, remote-outbound-rtp, candidate-pair).
         var rtcStats: [RTCStatsEntry]?
+        /// Video's render delay minus audio's, seconds, by the sender's reports.
+        var avSyncOffset: Double?
     }
 
     func stats(_ s: SubscriberStats, previous: SubscriberStats?) {
@@ -420,7 +422,8 @@ final class SubscriberPrinter: Sendable {
         if json {
             line(StatsLine(event: "stats", state: s.state.rawValue, video: s.video, audio: s.audio, selectedPair: s.selectedPair,
                            connections: s.connections, frameRate: fps, videoBitrate: bitrate,
-                           rtcStats: s.rtcStatsReport(timestamp: Date().timeIntervalSince1970 * 1000)))
+                           rtcStats: s.rtcStatsReport(timestamp: Date().timeIntervalSince1970 * 1000),
+                           avSyncOffset: s.avSyncOffset))
             return
         }
         var parts = [s.state.rawValue]

@@ -102,6 +102,12 @@ def test_camagent_to_camagent_through_the_router(net, workdir, codec):
     assert video_in["framesDecoded"] > 0 and (video_in["frameWidth"], video_in["frameHeight"]) == (640, 480), video_in
     video_out = next(e for e in rtc if e["id"] == video_in["remoteId"])
     assert video_out["packetsSent"] > 0 and video_out["remoteTimestamp"] > 1.7e12, video_out
+    # A/V sync from the sender reports: both streams placed on the sender's clock. Not a timing
+    # assertion: a wrong RTP-to-NTP mapping is off by hours or by the RTP clock's whole range.
+    last = events(lines, "stats")[-1]
+    assert last["avSyncOffset"] is not None and abs(last["avSyncOffset"]) < 5, last
+    # The router stamps what it forwards on its own clock, at arrival: a few ms either way.
+    assert -1 < last["video"]["senderToRenderDelay"] < 5 and -1 < last["audio"]["senderToRenderDelay"] < 5, last
 
     check_pattern_y4m(video, fps=15, seconds=WATCH, size=(640, 480))
     check_tone_wav(audio, seconds=WATCH)

@@ -4,6 +4,9 @@ import MediaTypes
 import Publisher
 import RTP
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A subscriber's receive path, on the connection's thread: each decrypted
 /// RTP packet is told apart by payload type; video goes through the jitter
@@ -56,6 +59,10 @@ final class ReceivedMedia: ReceivedRTPSink, @unchecked Sendable {   // receive s
     private var requests = FeedbackRequests()
     private var video = VideoReceiveStats()
     private var audio = AudioReceiveStats()
+    /// Each stream's last sender report: its RTP timestamp at an NTP (wall
+    /// clock) time, which places every packet on the sender's clock.
+    private var videoClock: (ntp: Double, rtp: UInt32)?
+    private var audioClock: (ntp: Double, rtp: UInt32)?
 
     init(video: (any VideoRenderer)?, audio: (any AudioRenderer)?, maxBitrate: Int, logger: Logger,
          onEvent: @escaping @Sendable (SubscriberEvent) -> Void) {
@@ -158,12 +165,15 @@ final class ReceivedMedia: ReceivedRTPSink, @unchecked Sendable {   // receive s
                                     + Double(report.ntpTimestamp & 0xFFFF_FFFF) / 4_294_967_296) * 1000
             let summary = SenderReportSummary(packetsSent: report.packetCount, bytesSent: report.octetCount,
                                               remoteTimestamp: unixMilliseconds)
+            let ntp = unixMilliseconds / 1000
             if report.ssrc == videoReception?.ssrc {
                 videoReception?.noteSenderReport(ntpTimestamp: report.ntpTimestamp, arrival: now)
                 video.sender = summary
+                videoClock = (ntp, report.rtpTimestamp)
             } else if report.ssrc == audioReception?.ssrc {
                 audioReception?.noteSenderReport(ntpTimestamp: report.ntpTimestamp, arrival: now)
                 audio.sender = summary
+                audioClock = (ntp, report.rtpTimestamp)
             }
         }
         publish()
@@ -219,6 +229,9 @@ final class ReceivedMedia: ReceivedRTPSink, @unchecked Sendable {   // receive s
             return
         }
         video.framesDecoded += 1
+        if let delay = Self.delay(since: frame.timestamp, clock: videoClock, rate: 90_000) {
+            video.senderToRenderDelay = Self.smoothed(video.senderToRenderDelay, delay)
+        }
         if frame.isKeyframe { video.keyframesDecoded += 1 }
         if (picture.width, picture.height) != previous || video.width == 0 {
             video.width = picture.width
@@ -259,6 +272,9 @@ final class ReceivedMedia: ReceivedRTPSink, @unchecked Sendable {   // receive s
             }
             let n = try packet[view.payload].withUnsafeBytes { bytes in try opus.decode(bytes, into: pcm) }
             lastPacketSamples = n
+            if let delay = Self.delay(since: view.timestamp, clock: audioClock, rate: 48_000) {
+                audio.senderToRenderDelay = Self.smoothed(audio.senderToRenderDelay, delay + (audioRenderer?.latency ?? 0))
+            }
             audio.samplesDecoded += UInt64(n)
             try render(samples: n * opus.channels)
         } catch let error as RenderError {
@@ -270,6 +286,25 @@ final class ReceivedMedia: ReceivedRTPSink, @unchecked Sendable {   // receive s
 
     private func render(samples: Int) throws(RenderError) {
         try audioRenderer?.render(UnsafeBufferPointer(rebasing: pcm[0..<samples]))
+    }
+
+    // MARK: A/V sync
+
+    /// Seconds from when the sender stamped `timestamp` (on its wall clock,
+    /// through its last sender report) to now: the delay to render, when the
+    /// clocks agree (one host, or NTP-synced hosts); nil before a report.
+    private static func delay(since timestamp: UInt32, clock: (ntp: Double, rtp: UInt32)?, rate: Double) -> Double? {
+        guard let clock else { return nil }
+        let sent = clock.ntp + Double(Int32(bitPattern: timestamp &- clock.rtp)) / rate
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9 - sent
+    }
+
+    /// A moving average: one late packet does not swing the figure.
+    private static func smoothed(_ previous: Double?, _ sample: Double) -> Double {
+        guard let previous else { return sample }
+        return previous + (sample - previous) / 16
     }
 
     // MARK: Publishing the counters

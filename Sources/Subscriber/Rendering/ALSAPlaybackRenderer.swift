@@ -41,6 +41,11 @@ public final class ALSAPlaybackRenderer: AudioRenderer, @unchecked Sendable {   
 
     public func finish() throws(RenderError) { card.stopRender() }
 
+    /// What is queued (10 ms chunks) plus the card's own delay.
+    public var latency: Double {
+        Double(card.bus.queuedRenderChunks) * 0.01 + card.estimatedRenderDelay.secondsDouble
+    }
+
     /// Underruns and chunks played, for the summary.
     public var statistics: AudioStatistics { card.renderStatistics }
 }

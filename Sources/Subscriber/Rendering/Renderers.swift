@@ -18,6 +18,12 @@ public protocol AudioRenderer: AnyObject, Sendable {
     var channels: Int { get }
     func render(_ samples: UnsafeBufferPointer<Int16>) throws(RenderError)
     func finish() throws(RenderError)
+    /// Seconds between a sample handed over and its playing (0 for a file).
+    var latency: Double { get }
+}
+
+extension AudioRenderer {
+    public var latency: Double { 0 }
 }
 
 /// Video into a Y4M file (4:2:0), opened at the first frame with its size.
