@@ -22,6 +22,9 @@ connection and answers one JSON line:
     {"op": "set", "direction": "both"|"a->b"|"b->a", "loss": %, "delay": ms,
      "jitter": ms, "reorder": %, "reorder_gap": ms, "duplicate": %}
     {"op": "blackhole", "direction": ..., "seconds": S}   (S null: until cleared; 0 clears)
+    {"op": "drop-dtls", "direction": ..., "content_type": T, "count": N}
+        (the next N datagrams carrying a DTLS record of content type T are dropped:
+        20 ChangeCipherSpec, 21 alert, 22 handshake; a lost handshake flight on demand)
     {"op": "clear"}                                     (every impairment off)
     {"op": "stats"}                                     (settings and counters)
 
@@ -62,7 +65,7 @@ PR_SET_PDEATHSIG = 1
 
 SETTINGS = {"loss": 0.0, "delay": 0.0, "jitter": 0.0, "reorder": 0.0, "reorder_gap": 20.0, "duplicate": 0.0}
 PERCENT_SETTINGS = ("loss", "reorder", "duplicate")
-COUNTERS = ("packets", "other", "udp", "delivered", "lost", "blackholed", "duplicated", "delayed",
+COUNTERS = ("packets", "other", "udp", "delivered", "lost", "blackholed", "dtlsDropped", "duplicated", "delayed",
             "reordered", "outOfOrder", "writeErrors")
 IPPROTO_UDP = 17
 READ_BURST = 64   # packets read from one TUN before the other gets its turn
@@ -100,6 +103,21 @@ def open_tun(netns_path, name, device="/dev/net/tun"):
     return fd
 
 
+def dtls_record_types(packet):
+    """The content types of the DTLS records in an IPv4 UDP packet (empty when its
+    payload is not DTLS: RFC 7983 gives DTLS the first bytes 20 to 63)."""
+    fragment_offset = (packet[6] & 0x1F) << 8 | packet[7]
+    if fragment_offset:
+        return []
+    payload = packet[(packet[0] & 0x0F) * 4 + 8:]
+    types = []
+    i = 0
+    while i + 13 <= len(payload) and 20 <= payload[i] <= 63:
+        types.append(payload[i])
+        i += 13 + (payload[i + 11] << 8 | payload[i + 12])
+    return types
+
+
 def is_udp(packet):
     """IPv4 UDP (every fragment of a UDP datagram too). The namespaces have IPv6 off;
     anything else passes unimpaired."""
@@ -115,6 +133,7 @@ class Direction:
         self.sink = sink
         self.settings = dict(SETTINGS)
         self.blackhole_until = None   # monotonic seconds; inf until cleared
+        self.dtls_drops = {}          # DTLS content type: datagrams carrying one still to drop
         self.counts = {k: 0 for k in COUNTERS}
         self.arrivals = itertools.count()   # UDP arrival order, for counting reordering
         self.released = -1                  # highest arrival number delivered so far
@@ -126,8 +145,8 @@ class Direction:
         left = None
         if self.blackholed(now):
             left = None if self.blackhole_until == float("inf") else round(self.blackhole_until - now, 3)
-        return {"settings": dict(self.settings), "blackhole": self.blackholed(now),
-                "blackholeLeft": left, "counts": dict(self.counts)}
+        return {"settings": dict(self.settings), "blackhole": self.blackholed(now), "blackholeLeft": left,
+                "dtlsDrops": {str(k): v for k, v in self.dtls_drops.items() if v}, "counts": dict(self.counts)}
 
 
 class Proxy:
@@ -166,6 +185,12 @@ class Proxy:
         if direction.blackholed(now):
             c["blackholed"] += 1
             return
+        if direction.dtls_drops:
+            for kind in dtls_record_types(packet):
+                if direction.dtls_drops.get(kind):
+                    direction.dtls_drops[kind] -= 1
+                    c["dtlsDropped"] += 1
+                    return
         s = direction.settings
         if s["loss"] and self.rng.random() * 100 < s["loss"]:
             c["lost"] += 1
@@ -201,7 +226,8 @@ class Proxy:
             for d in self.directions.values():
                 d.settings = dict(SETTINGS)
                 d.blackhole_until = None
-        elif op in ("set", "blackhole"):
+                d.dtls_drops = {}
+        elif op in ("set", "blackhole", "drop-dtls"):
             chosen = self.chosen(request.get("direction", "both"))
             if op == "set":
                 changes = {k: v for k, v in request.items() if k not in ("op", "direction")}
@@ -212,6 +238,12 @@ class Proxy:
                         raise ValueError(f"{key} must be a number from 0 to {100 if key in PERCENT_SETTINGS else 'any'}")
                 for d in chosen:
                     d.settings.update({k: float(v) for k, v in changes.items()})
+            elif op == "drop-dtls":
+                kind, count = request.get("content_type"), request.get("count", 1)
+                if not isinstance(kind, int) or not 20 <= kind <= 63 or not isinstance(count, int) or count < 0:
+                    raise ValueError("drop-dtls takes a content_type from 20 to 63 and a count >= 0")
+                for d in chosen:
+                    d.dtls_drops[kind] = count
             else:
                 seconds = request.get("seconds")
                 if seconds is not None and (not isinstance(seconds, (int, float)) or seconds < 0):
@@ -421,6 +453,11 @@ class FaultLink:
     def blackhole(self, seconds=None, direction="both"):
         """Drops every UDP packet for `seconds` (None: until cleared; 0 clears)."""
         return self.request(op="blackhole", direction=direction, seconds=seconds)
+
+    def drop_dtls(self, content_type, count=1, direction="both"):
+        """Drops the next `count` UDP datagrams that carry a DTLS record of
+        `content_type` (20 ChangeCipherSpec, 21 alert, 22 handshake)."""
+        return self.request(op="drop-dtls", direction=direction, content_type=content_type, count=count)
 
     def clear(self):
         """Every impairment off, both ways (the counters stay)."""

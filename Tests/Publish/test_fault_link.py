@@ -246,3 +246,25 @@ def test_a_link_that_cannot_be_made_fails_and_leaves_nothing(workdir):
         FaultLink(workdir, tun_device=os.path.join(workdir, "no-such-tun"))
     after = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=10).stdout
     assert "camagent-link-" not in after.replace(before, ""), after
+
+
+def test_drop_dtls_drops_only_the_datagrams_asked_for(fault_link, echo):
+    # Datagrams shaped like DTLS (RFC 7983: first byte 20-63): records of content type
+    # 22 (handshake), then one holding 22 and 20 (ChangeCipherSpec) as a last flight does.
+    def record(kind, body=b"x" * 10):
+        return bytes([kind, 0xFE, 0xFD]) + bytes(8) + len(body).to_bytes(2, "big") + body
+    flights = [record(22), record(22) + record(20, b"\x01") + record(22), record(22)]
+    fault_link.drop_dtls(20, count=1, direction="a->b")
+
+    def client():
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.settimeout(WAIT)
+            for datagram in flights + flights:
+                s.sendto(datagram, echo.address)
+            return [s.recvfrom(2048)[0] for _ in range(5)]
+    got = in_namespace(fault_link.a, client, timeout=WAIT + 10)
+    # The first datagram carrying a ChangeCipherSpec is lost; its second sending passes.
+    assert got == [flights[0], flights[2]] + flights, got
+    c = fault_link.counts("a->b")
+    assert c["dtlsDropped"] == 1 and c["delivered"] == 5, c
+    assert fault_link.stats()["a->b"]["dtlsDrops"] == {}
