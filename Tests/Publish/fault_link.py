@@ -152,11 +152,12 @@ class Direction:
 class Proxy:
     """The packet loop: both TUN devices, a timer queue for held packets, the control socket."""
 
-    def __init__(self, fd_a, fd_b, control, rng):
+    def __init__(self, fd_a, fd_b, control, seed):
         self.directions = {"a->b": Direction("a->b", fd_a, fd_b), "b->a": Direction("b->a", fd_b, fd_a)}
         self.by_source = {fd_a: self.directions["a->b"], fd_b: self.directions["b->a"]}
         self.control = control
-        self.rng = rng
+        self.seed = seed   # in every answer, so a failed test's message names it
+        self.rng = random.Random(seed)
         self.queue = []   # (due, tiebreak, direction, arrival number, packet)
         self.tiebreak = itertools.count()
         self.stopping = False
@@ -253,7 +254,7 @@ class Proxy:
                                          None if seconds == 0 else now + seconds)
         else:
             raise ValueError(f"unknown op {op!r}")
-        return {"ok": True, "queued": len(self.queue),
+        return {"ok": True, "seed": self.seed, "queued": len(self.queue),
                 "directions": {name: d.state(now) for name, d in self.directions.items()}}
 
     def chosen(self, direction):
@@ -335,7 +336,7 @@ def serve(argv=None):
     control = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     control.bind(args.control)
     control.listen(8)
-    proxy = Proxy(fd_a, fd_b, control, random.Random(seed))
+    proxy = Proxy(fd_a, fd_b, control, seed)
 
     def stop(*_):
         proxy.stopping = True
@@ -365,7 +366,7 @@ class LinkError(AssertionError):
 class FaultLink:
     """Two namespaces joined by the proxy; `a` and `b` are the sides (publish_support.Net)."""
 
-    def __init__(self, workdir, tun_device="/dev/net/tun"):
+    def __init__(self, workdir, tun_device="/dev/net/tun", seed=None):
         if not shutil.which("ip"):
             raise NamespaceUnavailable("the fault link needs `ip` (iproute2; scripts/install --test installs "
                                        "it); not using the host's network")
@@ -379,7 +380,7 @@ class FaultLink:
         try:
             for side in (self.a, self.b):
                 self._add_namespace(side)
-            self._start_proxy(tun_device)
+            self._start_proxy(tun_device, seed)
             self._configure(self.a, A_ADDR, B_NET)
             self._configure(self.b, B_ADDR, A_NET)
         except BaseException:
@@ -398,12 +399,12 @@ class FaultLink:
         # IPv6 off: the one IPv4 address is every peer's only candidate.
         _run(["ip", "netns", "exec", side.name, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"])
 
-    def _start_proxy(self, tun_device):
-        log = open(os.path.join(self.workdir, "fault-link.log"), "w")
+    def _start_proxy(self, tun_device, seed):
+        log = open(self.control_path[:-len(".sock")] + ".log", "w")
         self.proxy = subprocess.Popen(
             [PY, os.path.abspath(__file__), "--a", f"/run/netns/{self.a.name}", "--b", f"/run/netns/{self.b.name}",
              "--tun-a", self.a.iface, "--tun-b", self.b.iface, "--tun-device", tun_device,
-             "--control", self.control_path],
+             "--control", self.control_path] + ([] if seed is None else ["--seed", str(seed)]),
             stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True)
         self.proxy.log_path = log.name
         self.proxy.label = "fault_link.py"
