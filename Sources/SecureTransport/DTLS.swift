@@ -136,10 +136,27 @@ public final class DTLSTransport: @unchecked Sendable {
     }
 
     /// Feeds one received DTLS datagram; returns the datagrams to send back.
+    /// After the handshake too: when our last flight was lost, the peer sends
+    /// its own again, and OpenSSL answers with ours (RFC 6347 4.2.4).
     public func receive(_ datagram: [UInt8]) throws(DTLSError) -> [[UInt8]] {
         _ = datagram.withUnsafeBytes { BIO_write(incoming, $0.baseAddress, Int32($0.count)) }
-        try advance()
+        switch state {
+        case .handshaking: try advance()
+        case .connected: readAfterHandshake()
+        case .failed: break
+        }
         return drain()
+    }
+
+    /// OpenSSL acts on records that come after the handshake only inside
+    /// SSL_read: a retransmitted Finished makes it resend our last flight.
+    /// WebRTC media travels as SRTP, so application data here (there is none
+    /// without data channels) is discarded, and so is a record it rejects.
+    private func readAfterHandshake() {
+        var scratch = [UInt8](repeating: 0, count: 2048)   // only on a peer's retransmission: rare
+        ERR_clear_error()
+        while SSL_read(ssl, &scratch, Int32(scratch.count)) > 0 {}
+        ERR_clear_error()
     }
 
     /// Seconds until OpenSSL wants `retransmit()` called, nil when it does not.

@@ -8,7 +8,9 @@ The receiver, Janus, the bridge and the publisher all run inside it through
 `ip netns exec`; the namespace and every process in it are removed afterwards,
 whatever the outcome. Where a namespace cannot be made (not root, no
 iproute2), the test fails and says why: test traffic never goes to the host's
-own interfaces (that would be a real LAN address).
+own interfaces (that would be a real LAN address). A test that needs a faulty
+network between two sides (loss, delay, a blackhole) takes the `fault_link`
+fixture of fault_link.py instead: two namespaces, each side a Net as here.
 
 Every wait has a timeout; no assertion is about time.
 """

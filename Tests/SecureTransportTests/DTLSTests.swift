@@ -1,3 +1,4 @@
+import Foundation
 import SecureTransport
 import Testing
 
@@ -59,6 +60,42 @@ struct DTLSTests {
             try handshake(client, server)
         }
         #expect(client.state == .failed && client.srtpKeys == nil)
+    }
+
+    /// The server's last flight (ChangeCipherSpec, Finished) ends the handshake
+    /// on its side; when it is lost, the client's timer sends the client's flight
+    /// again, and the connected server must answer with its last flight once
+    /// more (RFC 6347 4.2.4), or the client never connects.
+    @Test(.timeLimit(.minutes(1)))
+    func aLostLastFlightIsSentAgainWhenThePeerRetransmits() throws {
+        let a = try DTLSCertificate(), b = try DTLSCertificate()
+        let client = try DTLSTransport(certificate: a, role: .client, remoteFingerprint: b.fingerprint)
+        let server = try DTLSTransport(certificate: b, role: .server, remoteFingerprint: a.fingerprint)
+        var toServer = try client.start()
+        for _ in 0..<10 where server.state == .handshaking {
+            var toClient: [[UInt8]] = []
+            for d in toServer { toClient += try server.receive(d) }
+            toServer = []
+            if server.state == .connected { break }   // its last flight, toClient, is lost
+            for d in toClient { toServer += try client.receive(d) }
+        }
+        #expect(server.state == .connected && client.state == .handshaking)
+
+        // OpenSSL's first retransmission timer is a second.
+        var delay = try #require(client.retransmitDelay, "the client waits for the server's last flight")
+        while delay > 0 {
+            Thread.sleep(forTimeInterval: min(delay, 0.1))
+            delay = try #require(client.retransmitDelay)
+        }
+        let again = client.retransmit()
+        #expect(!again.isEmpty, "the client sends its flight again")
+        var answer: [[UInt8]] = []
+        for d in again { answer += try server.receive(d) }
+        #expect(!answer.isEmpty, "the connected server resends its last flight")
+        for d in answer { _ = try client.receive(d) }
+        #expect(client.state == .connected && server.state == .connected)
+        let c = try #require(client.srtpKeys), s = try #require(server.srtpKeys)
+        #expect(c.localKey == s.remoteKey && c.remoteKey == s.localKey)
     }
 
     @Test func flightsFitTheMTU() throws {

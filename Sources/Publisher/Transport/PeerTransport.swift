@@ -350,8 +350,16 @@ package final class PeerTransport: @unchecked Sendable {   // `run` state belong
     private func handleDTLS(_ datagram: UnsafeRawBufferPointer) {
         guard let dtls else { return }
         if phase == .connected {
-            // After the handshake only an alert matters: close_notify or fatal.
-            if datagram.first == 21 { setPhase(.failed(.peerClosed)) }
+            // After the handshake an alert ends the connection (close_notify or
+            // fatal); anything else is the peer's last flight again, sent because
+            // ours was lost, which OpenSSL answers by resending ours.
+            if datagram.first == 21 {
+                setPhase(.failed(.peerClosed))
+            } else {
+                do { send(try dtls.receive(Array(datagram))) } catch {
+                    logger.debug("DTLS record after the handshake: \(error)")
+                }
+            }
             return
         }
         do {
