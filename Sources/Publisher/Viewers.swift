@@ -27,7 +27,8 @@ final class ViewerSessions: Sendable {
         let negotiated: Set<MediaKind>
         let wanted: WantedKinds
         /// Audio fallback's state, and the report count it last looked at.
-        let fallback = Mutex<(policy: AudioFallback, reports: UInt64)>((AudioFallback(), 0))
+        /// The counts at the previous decision: reports, packets sent, packets NACKed.
+        let fallback = Mutex<(policy: AudioFallback, reports: UInt64, sent: UInt64, nacked: UInt64)>((AudioFallback(), 0, 0, 0))
         /// Bytes and frames per kind at the previous stats call, for bitrates.
         let previous = Mutex<(time: MonotonicTimestamp, counts: [MediaKind: (UInt64, UInt64)])?>(nil)
         let joined = Mutex(false)
@@ -203,10 +204,17 @@ final class ViewerSessions: Sendable {
         guard audioFallback.load(ordering: .relaxed), session.negotiated.contains(.video) else { return }
         let measured: MediaKind = session.media.sendingKinds.contains(.video) || !session.negotiated.contains(.audio) ? .video : .audio
         guard let reception = session.media.reception(measured) else { return }
+        var loss = reception.report.fractionLost
         let action = session.fallback.withLock { f -> AudioFallback.Action? in
-            guard reception.reportsReceived > f.reports else { return nil }
-            f.reports = reception.reportsReceived
-            return f.policy.report(fractionLost: reception.fractionLost)
+            guard reception.report.reportsReceived > f.reports else { return nil }
+            // The reports count repaired packets as received: the share NACKed
+            // since the last decision is the loss the link really has.
+            let sent = reception.packetsSent &- f.sent, nacked = reception.nackedPackets &- f.nacked
+            if sent > 0, f.sent > 0 { loss = max(loss, min(1, Double(nacked) / Double(sent))) }
+            f.reports = reception.report.reportsReceived
+            f.sent = reception.packetsSent
+            f.nacked = reception.nackedPackets
+            return f.policy.report(fractionLost: loss)
         }
         guard let action else { return }
         let change: VideoQualityChange
@@ -216,11 +224,15 @@ final class ViewerSessions: Sendable {
         case .disableVideo: change = .disabled
         case .enableVideo: change = .enabled
         }
-        logger.notice("viewer \(session.id): \(change.rawValue) (\(measured.rawValue) loss \(Int(reception.fractionLost * 100)) %)")
+        logger.notice("viewer \(session.id): \(change.rawValue) (\(measured.rawValue) loss \(Int(loss * 100)) %)")
         if action == .disableVideo || action == .enableVideo {
-            // The other kind's reports count from now on.
-            let other = session.media.reception(action == .disableVideo ? .audio : .video)?.reportsReceived ?? 0
-            session.fallback.withLock { $0.reports = other }
+            // The other kind's counts from now on.
+            let other = session.media.reception(action == .disableVideo ? .audio : .video)
+            session.fallback.withLock { f in
+                f.reports = other?.report.reportsReceived ?? 0
+                f.sent = other?.packetsSent ?? 0
+                f.nacked = other?.nackedPackets ?? 0
+            }
             apply(session)
         }
         onEvent(.viewerVideoQuality(id: session.id, change: change))

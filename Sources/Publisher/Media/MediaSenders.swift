@@ -153,9 +153,13 @@ final class MediaSenders: Sendable {
         }
     }
 
-    /// What the receiver's reports say of one kind's stream (nil: not negotiated).
-    func reception(_ kind: MediaKind) -> RemoteReception? {
-        state.withLock { s in s.streamIndex(kind: kind).map { s.reception[$0] } }
+    /// What the receiver's reports say of one kind's stream (nil: not
+    /// negotiated), with the packets sent and those it NACKed: its loss
+    /// before repair, where the reports count retransmissions as received.
+    func reception(_ kind: MediaKind) -> (report: RemoteReception, packetsSent: UInt64, nackedPackets: UInt64)? {
+        state.withLock { s in
+            s.streamIndex(kind: kind).map { (s.reception[$0], s.streams[$0].packetsSent, s.feedback[$0].nackedPackets) }
+        }
     }
 
     /// The kinds being sent now.
