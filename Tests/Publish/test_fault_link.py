@@ -73,18 +73,19 @@ def echo(fault_link):
 
 def exchange(link, echo, count, first=0, batch=100):
     """Sends `count` numbered datagrams from side A to the echo server, `batch` at a
-    time (a pause after each keeps every queue short), and collects the echoes until
-    the exchange has settled: every datagram reached the proxy, none is held, every
-    one the link delivered reached the echo server and was answered, and every answer
-    the link delivered back reached the client. Returns [(sequence number,
-    round-trip seconds)] in arrival order."""
+    time, and after each batch collects the echoes until the exchange has settled:
+    every datagram reached the proxy, none is held, every one the link delivered
+    reached the echo server and was answered, and every answer the link delivered
+    back reached the client. One batch at a time keeps every socket buffer and queue
+    far from full, so whatever is missing was dropped by the link, never by the
+    kernel. Returns [(sequence number, round-trip seconds)] in arrival order."""
     base = link.stats()
     base_echo = (echo.received, echo.sent)
 
     def delta(stats, direction, key):
         return stats[direction]["counts"][key] - base[direction]["counts"][key]
 
-    def settled(got):
+    def settled(got, count):
         answer = link.request(op="stats")
         stats = answer["directions"]
         received, sent = echo.received - base_echo[0], echo.sent - base_echo[1]
@@ -109,16 +110,15 @@ def exchange(link, echo, count, first=0, batch=100):
                 got.append((n, time.monotonic() - sent_at[n]))
                 return True
             for start in range(first, first + count, batch):
-                for n in range(start, min(start + batch, first + count)):
+                end = min(start + batch, first + count)
+                for n in range(start, end):
                     sent_at[n] = time.monotonic()
                     s.sendto(b"%08d" % n + b"." * 56, echo.address)
-                while collect():
-                    pass
-            deadline = time.monotonic() + WAIT
-            while not settled(got):
-                assert time.monotonic() < deadline, f"the exchange did not settle in {WAIT} s: " \
-                    f"{len(got)} echoes, echo server {echo.received}/{echo.sent}, {link.stats()}"
-                collect()
+                deadline = time.monotonic() + WAIT
+                while not settled(got, end - first):
+                    assert time.monotonic() < deadline, f"the exchange did not settle in {WAIT} s: " \
+                        f"{len(got)} echoes, echo server {echo.received}/{echo.sent}, {link.stats()}"
+                    collect()
             return got
     return in_namespace(link.a, client, timeout=WAIT + 60)
 
