@@ -266,8 +266,10 @@ public final class H264Decoder {
         WelsDestroyDecoder(decoder)
     }
 
-    /// Decodes one Annex B access unit into `frame` (its format set to the picture's size).
-    public func decode(_ bytes: UnsafeRawBufferPointer, into frame: VideoFrame) throws(CodecError) {
+    /// Decodes one Annex B access unit into `frame` (its format set to the
+    /// picture's size); with no frame, only decodes and returns its size.
+    @discardableResult
+    public func decode(_ bytes: UnsafeRawBufferPointer, into frame: VideoFrame?) throws(CodecError) -> FrameSize {
         var info = SBufferInfo()
         var planes: (UnsafeMutablePointer<UInt8>?, UnsafeMutablePointer<UInt8>?, UnsafeMutablePointer<UInt8>?)
             = (nil, nil, nil)
@@ -284,6 +286,8 @@ public final class H264Decoder {
             throw .decodeFailed(codec: "H.264", reason: "no picture")
         }
         let picture = info.UsrData.sSystemBuffer
+        let size = FrameSize(width: Int(picture.iWidth), height: Int(picture.iHeight))
+        guard let frame else { return size }
         let format = VideoFormat.nv12(width: Int(picture.iWidth), height: Int(picture.iHeight), framesPerSecond: 0)
         guard VideoFrame.byteCount(of: format) <= frame.capacity else {
             throw .decodeFailed(codec: "H.264", reason: "the picture (\(Int(picture.iWidth))x\(Int(picture.iHeight))) is larger than the frame it decodes into")
@@ -293,6 +297,7 @@ public final class H264Decoder {
                    frame.yPlane.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32(frame.yStride),
                    frame.uvPlane.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32(frame.uvStride),
                    picture.iWidth, picture.iHeight)
+        return size
     }
 }
 

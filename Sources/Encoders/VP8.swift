@@ -164,8 +164,11 @@ public final class VP8Decoder {
 
     deinit { vpx_codec_destroy(&context) }
 
-    /// Decodes one compressed frame into `frame` (its format set to the picture's size).
-    public func decode(_ bytes: UnsafeRawBufferPointer, into frame: VideoFrame) throws(CodecError) {
+    /// Decodes one compressed frame into `frame` (its format set to the
+    /// picture's size); with no frame, only decodes (the picture stays in the
+    /// decoder: nothing renders it) and returns its size.
+    @discardableResult
+    public func decode(_ bytes: UnsafeRawBufferPointer, into frame: VideoFrame?) throws(CodecError) -> FrameSize {
         let status = vpx_codec_decode(&context, bytes.baseAddress?.assumingMemoryBound(to: UInt8.self),
                                       UInt32(bytes.count), nil, 0)
         guard status == VPX_CODEC_OK else {
@@ -175,6 +178,8 @@ public final class VP8Decoder {
         guard let image = vpx_codec_get_frame(&context, &iterator)?.pointee else {
             throw .decodeFailed(codec: "VP8", reason: "no picture")
         }
+        let size = FrameSize(width: Int(image.d_w), height: Int(image.d_h))
+        guard let frame else { return size }
         let format = VideoFormat.nv12(width: Int(image.d_w), height: Int(image.d_h), framesPerSecond: 0)
         guard VideoFrame.byteCount(of: format) <= frame.capacity else {
             throw .decodeFailed(codec: "VP8", reason: "the picture (\(Int(image.d_w))x\(Int(image.d_h))) is larger than the frame it decodes into")
@@ -184,6 +189,7 @@ public final class VP8Decoder {
                    frame.yPlane.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32(frame.yStride),
                    frame.uvPlane.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32(frame.uvStride),
                    Int32(image.d_w), Int32(image.d_h))
+        return size
     }
 }
 

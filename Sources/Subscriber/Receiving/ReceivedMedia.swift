@@ -213,13 +213,16 @@ final class ReceivedMedia: ReceivedRTPSink, @unchecked Sendable {   // receive s
            VideoFrame.byteCount(of: .nv12(width: width, height: height, framesPerSecond: 0)) > picture.capacity {
             picture = VideoFrame(maxWidth: width, maxHeight: height)   // a bigger stream: once per size
         }
-        let previous = (picture.width, picture.height)
+        let previous = (video.width, video.height)
+        // Without a renderer the picture stays in the decoder: no NV12 conversion.
+        let target = videoRenderer == nil ? nil : picture
+        var size: FrameSize?
         do {
-            try frameBytes.withUnsafeBytes { bytes in
+            size = try frameBytes.withUnsafeBytes { bytes in
                 switch negotiated.videoCodec {
-                case .vp8?: try vp8?.decode(bytes, into: picture)
-                case .h264?: try h264?.decode(bytes, into: picture)
-                case nil: break
+                case .vp8?: try vp8?.decode(bytes, into: target)
+                case .h264?: try h264?.decode(bytes, into: target)
+                case nil: nil
                 }
             }
         } catch {
@@ -233,10 +236,10 @@ final class ReceivedMedia: ReceivedRTPSink, @unchecked Sendable {   // receive s
             video.senderToRenderDelay = Self.smoothed(video.senderToRenderDelay, delay)
         }
         if frame.isKeyframe { video.keyframesDecoded += 1 }
-        if (picture.width, picture.height) != previous || video.width == 0 {
-            video.width = picture.width
-            video.height = picture.height
-            onEvent(.videoDimensions(width: picture.width, height: picture.height))
+        if let size, (size.width, size.height) != previous {
+            video.width = size.width
+            video.height = size.height
+            onEvent(.videoDimensions(width: size.width, height: size.height))
         }
         guard let videoRenderer else { return }
         do { try videoRenderer.render(picture) } catch { fail(error) }
