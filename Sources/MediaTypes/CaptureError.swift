@@ -5,6 +5,9 @@
 public enum CaptureError: Error, Hashable, Sendable, CustomStringConvertible {
     /// Nothing at that path.
     case noSuchDevice(device: String)
+    /// No camera answers to that name (a card name, a USB id, a /dev/v4l link);
+    /// `available` describes the cameras there are, one per entry.
+    case noMatchingDevice(name: String, available: [String])
     /// The node exists but this user may not open it.
     case permissionDenied(device: String)
     /// The node is not a V4L2 capture device (not a character device, no
@@ -29,7 +32,7 @@ public enum CaptureError: Error, Hashable, Sendable, CustomStringConvertible {
 
     public var device: String {
         switch self {
-        case .noSuchDevice(let d), .permissionDenied(let d), .notACaptureDevice(let d, _),
+        case .noSuchDevice(let d), .noMatchingDevice(let d, _), .permissionDenied(let d), .notACaptureDevice(let d, _),
              .multiplanarNotSupported(let d), .busy(let d), .formatNotSupported(let d, _, _),
              .sizeNotSupported(let d, _, _), .rateNotSupported(let d, _, _), .deviceLost(let d),
              .timeout(let d, _), .driverError(let d, _, _):
@@ -41,6 +44,9 @@ public enum CaptureError: Error, Hashable, Sendable, CustomStringConvertible {
         switch self {
         case .noSuchDevice(let d):
             return "\(d): no such device"
+        case .noMatchingDevice(let name, let available):
+            let cameras = available.isEmpty ? "no camera found" : "cameras here: " + available.joined(separator: "; ")
+            return "\(name): no such device: no camera has that name (\(cameras))"
         case .permissionDenied(let d):
             return "\(d): permission denied (is the user in the 'video' group?)"
         case .notACaptureDevice(let d, let reason):
