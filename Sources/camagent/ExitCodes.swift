@@ -7,7 +7,7 @@ enum ExitCodes {
     static let ok: Int32 = 0
     /// Bad command line (ArgumentParser's own validation code).
     static let usage: Int32 = 64
-    /// The device path does not exist.
+    /// The device path does not exist, or no camera has the name given.
     static let noSuchDevice: Int32 = 66
     /// The node exists but cannot capture video (output node, not V4L2, multi-planar only).
     static let notACaptureDevice: Int32 = 67
@@ -30,7 +30,7 @@ enum ExitCodes {
 
     static func code(for error: CaptureError) -> Int32 {
         switch error {
-        case .noSuchDevice: noSuchDevice
+        case .noSuchDevice, .noMatchingDevice: noSuchDevice
         case .notACaptureDevice, .multiplanarNotSupported: notACaptureDevice
         case .busy: busy
         case .formatNotSupported, .sizeNotSupported, .rateNotSupported: unsupportedFormat
@@ -44,7 +44,7 @@ enum ExitCodes {
 
 /// Prints "camagent: <error>" to stderr and exits with the error's code.
 func fail(_ error: CaptureError) -> ExitCode {
-    printError("camagent: \(error)")
+    printFailure("\(error)")
     return ExitCode(ExitCodes.code(for: error))
 }
 
