@@ -57,7 +57,7 @@ public final class ProgressWatchdog: Sendable {
 
     public init(notifier: ServiceNotifier, interval: Duration, logger: Logger,
                 progress: @escaping @Sendable () -> UInt64) {
-        thread = StoppableThread(name: "camagent-watchdog") { signal in
+        thread = StoppableThread(name: "camagent-wdog") { signal in
             var gate = WatchdogGate(progress: progress())
             var lastError: ServiceNotifyError?
             let milliseconds = Int32(clamping: max(1, Int64(interval.milliseconds)))

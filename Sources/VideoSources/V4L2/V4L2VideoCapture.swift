@@ -16,6 +16,9 @@ public final class V4L2VideoCapture: VideoCapture {
     /// That name, resolved to a node at `initialize` and again at every reconnect.
     let deviceName: DeviceName
     private let resolver: DeviceNameResolver
+    /// Whether a reconnect resolves the name again (links, card names, USB ids), decided
+    /// while the link still exists: udev removes /dev/v4l links on unplug.
+    private let followsName: Bool
     let options: V4L2CaptureOptions
     private let kernel: any V4L2Kernel
     private let logger: Logger
@@ -43,6 +46,7 @@ public final class V4L2VideoCapture: VideoCapture {
         // A text the CLI did not validate (a malformed usb: id) is taken as a path: opening it says what is wrong.
         deviceName = (try? DeviceName(parsing: name)) ?? .path(name)
         resolver = DeviceNameResolver(tree: tree, kernel: kernel)
+        followsName = resolver.followsName(deviceName)
         self.options = options
         self.kernel = kernel
         var logger = logger
@@ -398,7 +402,6 @@ public final class V4L2VideoCapture: VideoCapture {
     /// on any node.
     private func waitForDevice(like identity: V4L2Capabilities, _ signal: StopSignal) -> StreamSession? {
         var lastError: CaptureError?
-        let followsName = resolver.followsName(deviceName)
         while !signal.isStopRequested {
             let candidates: [String]
             if followsName {
