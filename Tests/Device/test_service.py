@@ -13,6 +13,8 @@
   directory, the unit (which then passes `systemd-analyze verify` with its real
   ExecStart), run twice. With vivid's node given to group video as udev does:
   a user outside the group gets exit 77, the camagent user captures.
+- The unit's hardening against real drivers: strace of `publish` from vivid
+  and snd-aloop shows no call the unit forbids (Tests/Service/unit_checks.py).
 """
 import json
 import os
@@ -21,11 +23,15 @@ import signal
 import socket
 import stat
 import subprocess
+import sys
 import time
 
 import pytest
 
-from conftest import BIN, ROOT, find_control, last_json, reload_vivid_now, set_control, tool, wait_for
+from conftest import BIN, ROOT, find_control, last_json, set_control, tool, wait_for
+
+sys.path.insert(0, os.path.join(ROOT, "Tests", "Service"))
+from unit_checks import problems, traced  # noqa: E402
 
 EXIT_PERMISSION = 77
 VIVID_OPTS = os.environ.get("CAMAGENT_VIVID_MODPROBE_OPTS", "").split()
@@ -232,3 +238,17 @@ def test_install_service_then_only_the_video_group_may_capture(vivid, tmp_path):
     finally:
         os.chmod(vivid, 0o600)
         os.chown(vivid, 0, 0)
+
+
+def test_publishing_vivid_and_alsa_does_nothing_the_units_hardening_forbids(vivid, tmp_path):
+    tool(["ip", "link", "set", "lo", "up"])
+    proc, calls = traced([BIN, "publish", "--device", "vivid", "--size", "320x180", "--fps", "15",
+                          "--audio", "hw:Loopback,1,0", "--listen", "127.0.0.1:0", "--open", "--duration", "5"],
+                         tmp_path / "strace.log", timeout=300, cwd="/tmp")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # The real devices were opened and streamed from.
+    assert any(c.startswith('openat(AT_FDCWD, "/dev/video0"') and "= -" not in c for c in calls)
+    assert any(c.startswith('openat(AT_FDCWD, "/dev/snd/pcmC') and "= -" not in c for c in calls)
+    assert any(c.startswith("ioctl(") and "VIDIOC_DQBUF" in c for c in calls)
+    found = problems(calls)
+    assert not found, "\n".join(found[:20])

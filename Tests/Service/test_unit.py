@@ -4,29 +4,14 @@
 scripts/install --test) loads the unit as systemd would and reports unknown
 keys, bad values and a missing ExecStart binary; the ExecStart path is pointed
 at the binary under test, since nothing is installed in /usr/local here. The
-unit's SystemCallFilter and RestrictAddressFamilies are checked against what
-camagent really does: strace records a publish of the test pattern with a
-viewer server, and every system call and socket family it used must be allowed.
+unit's hardening is checked against what camagent really does (unit_checks.py):
+strace records a publish of the test pattern with a viewer server, and no
+call it made may be one the unit forbids.
 """
-import os
-import re
 import subprocess
 
-import pytest
-
 from conftest import BIN, UNIT
-
-
-def unit_directives(text):
-    """{key: [values]} of the unit (keys may repeat, as DeviceAllow= does)."""
-    out = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith(("#", ";", "[")):
-            continue
-        key, _, value = line.partition("=")
-        out.setdefault(key.strip(), []).append(value.strip())
-    return out
+from unit_checks import problems, traced, unit_directives
 
 
 def verify(text, tmp_path):
@@ -57,7 +42,7 @@ def test_verify_would_catch_a_broken_unit(tmp_path):
 
 
 def test_the_unit_says_what_the_kiosk_needs():
-    d = unit_directives(open(UNIT).read())
+    d = unit_directives()
     assert d["Type"] == ["notify"] and d["NotifyAccess"] == ["main"]
     assert d["Restart"] == ["on-failure"]
     assert int(d["WatchdogSec"][0]) > 0
@@ -72,45 +57,32 @@ def test_the_unit_says_what_the_kiosk_needs():
     assert "PrivateDevices" not in d, "PrivateDevices= would hide the cameras"
 
 
-def syscall_set(group, seen=None):
-    """The system calls a @group allows, nested groups expanded (systemd-analyze syscall-filter)."""
-    seen = set() if seen is None else seen
-    if group in seen:
-        return set()
-    seen.add(group)
-    out = subprocess.run(["systemd-analyze", "syscall-filter", group], capture_output=True, text=True,
-                         timeout=60, check=True).stdout
-    calls = set()
-    for line in out.splitlines()[1:]:
-        name = line.strip()
-        if not name or name.startswith("#"):
-            continue
-        calls |= syscall_set(name, seen) if name.startswith("@") else {name}
-    return calls
-
-
-def test_publish_stays_within_the_units_system_call_filter_and_address_families(tmp_path):
-    d = unit_directives(open(UNIT).read())
-    allowed = set()
-    for group in d["SystemCallFilter"][0].split():
-        allowed |= syscall_set(group) if group.startswith("@") else {group}
-    assert "ioctl" in allowed and "sendto" in allowed  # the expansion worked
-    families = set(d["RestrictAddressFamilies"][0].split())
-
-    trace = tmp_path / "strace.log"
-    proc = subprocess.run(["strace", "-f", "-qq", "-o", str(trace), BIN, "publish", "--device", "test-pattern",
-                           "--size", "320x240", "--fps", "15", "--audio", "test-tone", "--listen", "127.0.0.1:0",
-                           "--duration", "4"], capture_output=True, text=True, timeout=180)
+def test_publish_does_nothing_the_units_hardening_forbids(tmp_path):
+    proc, calls = traced([BIN, "publish", "--device", "test-pattern", "--size", "320x240", "--fps", "15",
+                          "--audio", "test-tone", "--listen", "127.0.0.1:0", "--duration", "4"],
+                         tmp_path / "strace.log", timeout=180, cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    used, used_families = set(), set()
-    for line in open(trace):
-        m = re.match(r"\d+\s+([a-z0-9_]+)\(", line)
-        if m:
-            used.add(m.group(1))
-        m = re.search(r"\bsocket\((AF_[A-Z0-9]+)", line)
-        if m:
-            used_families.add(m.group(1))
-    assert "execve" in used and len(used) > 20, sorted(used)
-    assert not (used - allowed), f"system calls outside SystemCallFilter: {sorted(used - allowed)}"
-    assert used_families and not (used_families - families), \
-        f"socket families outside RestrictAddressFamilies: {sorted(used_families - families)}"
+    assert any(c.startswith("execve(") for c in calls) and len(calls) > 1000, len(calls)
+    assert any(c.startswith("socket(AF_INET") for c in calls)   # the viewer server was traced
+    found = problems(calls)
+    assert not found, "\n".join(found[:20])
+
+
+def test_the_hardening_check_catches_what_it_looks_for(tmp_path):
+    """problems() can fail: calls each directive forbids are each reported."""
+    calls = [
+        'socket(AF_PACKET, SOCK_RAW, 768) = 3',
+        'mmap(NULL, 4096, PROT_READ|PROT_WRITE|PROT_EXEC, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0) = 0x7f0000000000',
+        'openat(AT_FDCWD, "/dev/sda", O_RDONLY) = 4',
+        'openat(AT_FDCWD, "/etc/camagent.conf", O_WRONLY|O_CREAT|O_TRUNC, 0644) = 5',
+        'openat(AT_FDCWD, "/root/.config/x", O_RDONLY) = 6',
+        'kexec_load(0, 0, NULL, 0) = -1 EPERM (Operation not permitted)',
+        'openat(AT_FDCWD, "/dev/video0", O_RDWR|O_NONBLOCK|O_CLOEXEC) = 7',
+        'openat(AT_FDCWD, "/dev/snd/pcmC0D0c", O_RDWR|O_NONBLOCK|O_CLOEXEC) = 8',
+        'openat(AT_FDCWD, "/var/lib/camagent/token", O_WRONLY|O_CREAT, 0600) = 9',
+    ]
+    found = problems(calls)
+    for directive in ("RestrictAddressFamilies", "MemoryDenyWriteExecute", "DevicePolicy=closed",
+                      "ProtectSystem=strict", "ProtectHome", "SystemCallFilter"):
+        assert any(f.startswith(directive) for f in found), (directive, found)
+    assert not any("/dev/video0" in f or "/dev/snd/" in f or "/var/lib/camagent" in f for f in found), found
