@@ -23,6 +23,8 @@ enum ExitCodes {
     static let timeout: Int32 = 75
     /// Any other driver or I/O failure.
     static let driverError: Int32 = 70
+    /// The USB bus has no bandwidth left for the format (ENOSPC at STREAMON).
+    static let bandwidthExceeded: Int32 = 71
     /// A self-test ran but found lost, duplicated or reordered frames.
     static let selftestFailed: Int32 = 1
     /// Writing an output file failed.
@@ -33,6 +35,7 @@ enum ExitCodes {
         case .noSuchDevice, .noMatchingDevice: noSuchDevice
         case .notACaptureDevice, .multiplanarNotSupported: notACaptureDevice
         case .busy: busy
+        case .bandwidthExceeded: bandwidthExceeded
         case .formatNotSupported, .sizeNotSupported, .rateNotSupported: unsupportedFormat
         case .permissionDenied: permissionDenied
         case .deviceLost: deviceLost
