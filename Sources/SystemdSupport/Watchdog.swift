@@ -35,13 +35,15 @@ public struct WatchdogGate: Sendable {
     public var isStalled: Bool { stalledTicks > 0 }
 
     /// What to send for the counter's value now: a ping when it moved, a
-    /// status line once when it stops moving and once when it moves again.
-    public mutating func tick(progress: UInt64, interval: Duration) -> [ServiceState] {
+    /// status line once when it stops moving and once when it moves again
+    /// (then with `runningStatus`, what the status said before the stall).
+    public mutating func tick(progress: UInt64, interval: Duration, runningStatus: String? = nil) -> [ServiceState] {
         defer { lastProgress = progress }
         if progress != lastProgress {
             let wasStalled = stalledTicks > 0
             stalledTicks = 0
-            return wasStalled ? [.watchdog, .status("Frames flowing again; watchdog pings resumed")] : [.watchdog]
+            guard wasStalled else { return [.watchdog] }
+            return [.watchdog, .status("Frames flowing again" + (runningStatus.map { ": \($0)" } ?? "; watchdog pings resumed"))]
         }
         stalledTicks += 1
         guard stalledTicks == 1 else { return [] }
@@ -55,7 +57,9 @@ public struct WatchdogGate: Sendable {
 public final class ProgressWatchdog: Sendable {
     private let thread: StoppableThread
 
+    /// `runningStatus` gives the status to restore when frames come back after a stall.
     public init(notifier: ServiceNotifier, interval: Duration, logger: Logger,
+                runningStatus: @escaping @Sendable () -> String? = { nil },
                 progress: @escaping @Sendable () -> UInt64) {
         thread = StoppableThread(name: "camagent-wdog") { signal in
             var gate = WatchdogGate(progress: progress())
@@ -63,7 +67,7 @@ public final class ProgressWatchdog: Sendable {
             let milliseconds = Int32(clamping: max(1, Int64(interval.milliseconds)))
             while !signal.isStopRequested {
                 if signal.wait(milliseconds: milliseconds) { continue }  // woken to stop
-                let states = gate.tick(progress: progress(), interval: interval)
+                let states = gate.tick(progress: progress(), interval: interval, runningStatus: runningStatus())
                 guard !states.isEmpty else { continue }
                 do throws(ServiceNotifyError) {
                     try notifier.notify(states)

@@ -117,6 +117,8 @@ def test_watchdog_pings_stop_while_vivid_stalls_and_resume_after(vivid, tmp_path
     during = texts[stalled + 1:resumed]
     assert not any("WATCHDOG=1" in m for m in during), during
     assert texts[resumed].startswith("WATCHDOG=1"), texts[resumed]
+    # The status goes back to what READY=1 said.
+    assert "STATUS=Frames flowing again: Publishing /dev/video0 320x180" in texts[resumed], texts[resumed]
     times = [t for t, _ in manager.messages]
     assert times[resumed] - times[stalled] > 3 * 1.0, "the stall lasted less than three ping intervals"
 

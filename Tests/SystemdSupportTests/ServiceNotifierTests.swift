@@ -67,6 +67,10 @@ struct WatchdogTests {
         #expect(resumed.first == .watchdog && resumed.count == 2)
         #expect(!gate.isStalled)
         #expect(gate.tick(progress: 42, interval: interval) == [.watchdog])
+        // After a stall, the status goes back to what it said while running.
+        _ = gate.tick(progress: 42, interval: interval)
+        #expect(gate.tick(progress: 43, interval: interval, runningStatus: "Publishing /dev/video0")
+                == [.watchdog, .status("Frames flowing again: Publishing /dev/video0")])
     }
 
     @Test func theThreadPingsWhileFramesFlowAndStopsWhenTheyStop() throws {

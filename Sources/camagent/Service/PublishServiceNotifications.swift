@@ -18,6 +18,8 @@ final class PublishServiceNotifications: Sendable {
     /// Turns of the command's main loop: the ping's earner when there is no camera (audio only).
     private let loopTurns = Atomic<UInt64>(0)
     private let watchdog = Mutex<ProgressWatchdog?>(nil)
+    /// What READY=1 said, for the status when frames come back after a stall.
+    private let runningStatus = Mutex<String?>(nil)
 
     init(environment: [String: String] = ProcessInfo.processInfo.environment, logger: Logger) {
         self.logger = logger
@@ -54,14 +56,18 @@ final class PublishServiceNotifications: Sendable {
             progress = { [self] in loopTurns.load(ordering: .relaxed) }
         }
         watchdog.withLock {
-            $0 = ProgressWatchdog(notifier: notifier, interval: settings.pingInterval, logger: logger, progress: progress)
+            $0 = ProgressWatchdog(notifier: notifier, interval: settings.pingInterval, logger: logger,
+                                  runningStatus: { [self] in runningStatus.withLock { $0 } }, progress: progress)
         }
     }
 
     /// One turn of `publish`'s main loop.
     func loopTurned() { loopTurns.add(1, ordering: .relaxed) }
 
-    func ready(status: String) { send([.ready, .status(status)]) }
+    func ready(status: String) {
+        runningStatus.withLock { $0 = status }
+        send([.ready, .status(status)])
+    }
 
     func status(_ text: String) { send([.status(text)]) }
 
