@@ -23,6 +23,7 @@ let package = Package(
         .library(name: "SessionServer", targets: ["SessionServer"]),
         .library(name: "Subscriber", targets: ["Subscriber"]),
         .library(name: "Session", targets: ["Session"]),
+        .library(name: "SystemdSupport", targets: ["SystemdSupport"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -179,6 +180,12 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // Running under systemd: sd_notify (READY, STATUS, WATCHDOG, STOPPING) without libsystemd,
+        // the frame-driven watchdog, and log lines that suit a terminal and journald.
+        .target(
+            name: "SystemdSupport",
+            dependencies: ["MediaTypes", .product(name: "Logging", package: "swift-log")]
+        ),
         // Media files: Y4M and WAV writers/readers.
         .target(name: "MediaFiles", dependencies: ["MediaTypes", "PixelConversion"]),
         // The command-line agent.
@@ -186,7 +193,7 @@ let package = Package(
             name: "camagent",
             dependencies: [
                 "MediaTypes", "PixelConversion", "VideoSources", "AudioDevices", "MediaFiles", "Encoders", "Publisher", "Networking", "WHIP",
-                "ViewerServer", "SessionServer", "Subscriber", "Session",
+                "ViewerServer", "SessionServer", "Subscriber", "Session", "SystemdSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -232,6 +239,10 @@ let package = Package(
             ]
         ),
         .testTarget(name: "SubscriberTests", dependencies: ["Subscriber", "Session", "WHIP", "RTP", "SDP", "Publisher"]),
+        .testTarget(
+            name: "SystemdSupportTests",
+            dependencies: ["SystemdSupport", "TestSupport", .product(name: "Logging", package: "swift-log")]
+        ),
         .testTarget(name: "MediaFilesTests", dependencies: ["MediaFiles", "MediaTypes", "PixelConversion"]),
     ],
     swiftLanguageModes: [.v6]

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Logging
+import SystemdSupport
 
 /// The camagent command line: capture, inspect and (later) publish.
 @main
@@ -20,9 +21,10 @@ struct GlobalOptions: ParsableArguments {
     @Flag(name: .shortAndLong, help: "Log debug details to stderr.")
     var verbose = false
 
-    /// A logger writing to stderr; libraries get it passed in.
+    /// A logger writing to stderr (colour on a terminal, syslog priorities in
+    /// the journal: `stderrLogStyle`); libraries get it passed in.
     func makeLogger(label: String = "camagent") -> Logger {
-        var logger = Logger(label: label) { StreamLogHandler.standardError(label: $0) }
+        var logger = Logger(label: label) { ConsoleLogHandler(label: $0, style: stderrLogStyle) }
         logger.logLevel = verbose ? .debug : .notice
         return logger
     }

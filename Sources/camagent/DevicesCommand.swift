@@ -12,7 +12,7 @@ struct DevicesCommand: ParsableCommand {
     @Flag(help: "Print one JSON object instead of text.")
     var json = false
 
-    @Option(help: "Describe only this device node.")
+    @Option(help: "Describe only this camera: a node, a /dev/v4l link, a card name or usb:VID:PID[:SERIAL].")
     var device: String?
 
     @OptionGroup var global: GlobalOptions
@@ -26,7 +26,7 @@ struct DevicesCommand: ParsableCommand {
         let video: [VideoDeviceDescription]
         if let device {
             do throws(CaptureError) {
-                video = [try VideoDevices.describe(path: device)]
+                video = [try VideoDevices.describe(name: device)]
             } catch {
                 throw fail(error)
             }
@@ -59,7 +59,8 @@ struct DevicesCommand: ParsableCommand {
 enum DeviceText {
     static func describe(_ d: VideoDeviceDescription) -> String {
         var lines = ["\(d.path): \(d.card) (driver \(d.driver), bus \(d.busInfo))"]
-        for name in d.stableNames { lines.append("  also \(name)") }
+        // Names that find this camera again after a replug or a reboot renumbers the nodes.
+        for name in d.names { lines.append("  also --device \(name.contains(" ") ? "\"\(name)\"" : name)") }
         for f in d.formats {
             let flags = [f.compressed ? "compressed" : nil, f.emulated ? "emulated, not used" : nil].compactMap { $0 }
             let suffix = flags.isEmpty ? "" : " [\(flags.joined(separator: ", "))]"

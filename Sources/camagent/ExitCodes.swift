@@ -7,7 +7,7 @@ enum ExitCodes {
     static let ok: Int32 = 0
     /// Bad command line (ArgumentParser's own validation code).
     static let usage: Int32 = 64
-    /// The device path does not exist.
+    /// The device path does not exist, or no camera has the name given.
     static let noSuchDevice: Int32 = 66
     /// The node exists but cannot capture video (output node, not V4L2, multi-planar only).
     static let notACaptureDevice: Int32 = 67
@@ -23,6 +23,8 @@ enum ExitCodes {
     static let timeout: Int32 = 75
     /// Any other driver or I/O failure.
     static let driverError: Int32 = 70
+    /// The USB bus has no bandwidth left for the format (ENOSPC at STREAMON).
+    static let bandwidthExceeded: Int32 = 71
     /// A self-test ran but found lost, duplicated or reordered frames.
     static let selftestFailed: Int32 = 1
     /// Writing an output file failed.
@@ -30,9 +32,10 @@ enum ExitCodes {
 
     static func code(for error: CaptureError) -> Int32 {
         switch error {
-        case .noSuchDevice: noSuchDevice
+        case .noSuchDevice, .noMatchingDevice: noSuchDevice
         case .notACaptureDevice, .multiplanarNotSupported: notACaptureDevice
         case .busy: busy
+        case .bandwidthExceeded: bandwidthExceeded
         case .formatNotSupported, .sizeNotSupported, .rateNotSupported: unsupportedFormat
         case .permissionDenied: permissionDenied
         case .deviceLost: deviceLost
@@ -44,7 +47,7 @@ enum ExitCodes {
 
 /// Prints "camagent: <error>" to stderr and exits with the error's code.
 func fail(_ error: CaptureError) -> ExitCode {
-    printError("camagent: \(error)")
+    printFailure("\(error)")
     return ExitCode(ExitCodes.code(for: error))
 }
 

@@ -124,6 +124,8 @@ struct PublishCommand: ParsableCommand {
     func run() throws {
         let logger = global.makeLogger()
         let out = EventPrinter(json: json)
+        let service = PublishServiceNotifications(logger: logger)
+        service.status("Starting: opening the camera and the microphone")
 
         // Audio first: a missing sound card should fail before the camera opens.
         var audioDevice: (any AudioDevice)?
@@ -144,7 +146,7 @@ struct PublishCommand: ParsableCommand {
             let device = video.resolvedDevice(logger: logger)
             let capture = video.makeCapture(device: device, logger: logger)
             do { try capture.initialize() } catch { throw fail(error) }
-            videoCapture = capture
+            videoCapture = service.counting(capture)
         }
 
         var signaling: WHIPSignaling?
@@ -195,6 +197,8 @@ struct PublishCommand: ParsableCommand {
         let stopRequested = Mutex(false)
         let signals = SignalStop { stopRequested.withLock { $0 = true } }
         defer { withExtendedLifetime(signals) {} }
+        service.startWatchdog(hasCamera: videoCapture != nil)
+        service.status(whip.map { "Starting: connecting to \($0)" } ?? "Starting: capture and the viewer server")
         do { try publisher.publish() } catch {
             out.finishStatusLine()
             throw fail(error)
@@ -214,12 +218,16 @@ struct PublishCommand: ParsableCommand {
             }
             out.serving(server!, listenHost: listenAddress.host)
         }
+        let what = negotiated.device.map { "\($0) \(negotiated.size ?? "")" } ?? "audio"
+        let targets = [whip, listenAddress.map { "viewers on \($0.host):\(server?.server.boundPort ?? $0.port)" }].compactMap { $0 }
+        service.ready(status: "Publishing \(what) to \(targets.joined(separator: " and "))")
         let started = MonotonicTimestamp.now()
         var nextStats = started + .seconds(1)
         while !stopRequested.withLock({ $0 }) {
             if let duration, (MonotonicTimestamp.now() - started).secondsDouble >= duration { break }
             if publisher.state == .failed { break }
             Thread.sleep(forTimeInterval: 0.1)
+            service.loopTurned()
             if MonotonicTimestamp.now() >= nextStats {
                 nextStats = nextStats + .seconds(1)
                 out.stats(publisher.stats())
@@ -227,6 +235,7 @@ struct PublishCommand: ParsableCommand {
         }
         let final = publisher.stats()
         let failure = publisher.state == .failed ? publisher.failure ?? .connection(.peerClosed) : nil
+        service.stopping(status: failure.map { "Stopping: \($0)" } ?? "Stopping")
         publisher.unpublish()
         server?.stop()
         out.finishStatusLine()
@@ -521,6 +530,6 @@ extension ExitCodes {
 }
 
 func fail(_ error: PublisherError) -> ExitCode {
-    printError("camagent: \(error)")
+    printFailure("\(error)")
     return ExitCode(ExitCodes.code(for: error))
 }

@@ -5,7 +5,7 @@ import VideoSources
 
 /// Options that choose and shape a video source; shared by capture and publish.
 struct VideoSourceOptions: ParsableArguments {
-    @Option(help: "Video device node (/dev/videoN), or 'test-pattern'. Default: the first camera, else the test pattern.")
+    @Option(help: "Camera: a node (/dev/videoN), a /dev/v4l/by-id or by-path link, a card name ('camagent devices' lists them) or usb:VID:PID[:SERIAL]; or 'test-pattern'. Default: the first camera, else the test pattern.")
     var device: String?
 
     @Option(help: "Frame size WxH; the nearest the device offers is used.", transform: { text in
@@ -58,6 +58,9 @@ struct VideoSourceOptions: ParsableArguments {
         guard fps > 0, fps <= 1000 else { throw ValidationError("--fps must be between 0 and 1000") }
         guard buffers >= 1, buffers <= 32 else { throw ValidationError("--buffers must be between 1 and 32") }
         guard frameTimeout > 0 else { throw ValidationError("--frame-timeout must be positive") }
+        if let device, device != "test-pattern", device != "none" {
+            do { _ = try DeviceName(parsing: device) } catch { throw ValidationError(error.description) }
+        }
     }
 
     var orientation: VideoOrientation { VideoOrientation(rotation: rotation, mirrored: mirror) }

@@ -21,6 +21,8 @@ public struct Errno: Error, Hashable, Sendable, CustomStringConvertible {
     public static let noDeviceOrAddress = Errno(ENXIO)
     public static let badFile = Errno(EBADF)
     public static let notSupported = Errno(EOPNOTSUPP)
+    /// At STREAMON, UVC's way of saying the USB bus has no bandwidth left for the format.
+    public static let noSpace = Errno(ENOSPC)
 
     /// The current thread's errno.
     static var current: Errno { Errno(errno) }

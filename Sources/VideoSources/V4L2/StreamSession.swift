@@ -143,6 +143,11 @@ final class StreamSession: @unchecked Sendable {
         } catch {
             _ = consume mapped
             _ = try? device.kernel.requestBuffers(device.fd, count: 0)
+            if error == .noSpace {
+                let f = deviceFormat
+                throw .bandwidthExceeded(device: device.path,
+                                         format: "\(f.pixelFormat.name) \(f.width)x\(f.height) at \(grantedRate.formatted(decimals: 0)) fps")
+            }
             throw device.error(error, during: "VIDIOC_STREAMON")
         }
         buffers = consume mapped

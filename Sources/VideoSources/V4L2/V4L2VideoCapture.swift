@@ -11,7 +11,14 @@ import Synchronization
 /// requeues the driver buffer at once and hands the frame to the consumer.
 /// Nothing is allocated per frame in steady state.
 public final class V4L2VideoCapture: VideoCapture {
+    /// The device as the user named it (a path, a card name, a USB id).
     public let name: String
+    /// That name, resolved to a node at `initialize` and again at every reconnect.
+    let deviceName: DeviceName
+    private let resolver: DeviceNameResolver
+    /// Whether a reconnect resolves the name again (links, card names, USB ids), decided
+    /// while the link still exists: udev removes /dev/v4l links on unplug.
+    private let followsName: Bool
     let options: V4L2CaptureOptions
     private let kernel: any V4L2Kernel
     private let logger: Logger
@@ -27,17 +34,23 @@ public final class V4L2VideoCapture: VideoCapture {
     }
     private let control = Mutex(Control())
 
-    /// A capturer for the device at `path` (nothing is opened until `initialize`).
-    public convenience init(device path: String, options: V4L2CaptureOptions, logger: Logger) {
-        self.init(device: path, options: options, kernel: LibV4L2Kernel(), logger: logger)
+    /// A capturer for the device `name` names: a node or link path, a card
+    /// name or `usb:VID:PID[:SERIAL]` (see `DeviceName`). Nothing is opened until `initialize`.
+    public convenience init(device name: String, options: V4L2CaptureOptions, logger: Logger) {
+        self.init(device: name, options: options, kernel: LibV4L2Kernel(), logger: logger)
     }
 
-    init(device path: String, options: V4L2CaptureOptions, kernel: any V4L2Kernel, logger: Logger) {
-        name = path
+    init(device name: String, options: V4L2CaptureOptions, kernel: any V4L2Kernel, tree: DeviceTree = .system,
+         logger: Logger) {
+        self.name = name
+        // A text the CLI did not validate (a malformed usb: id) is taken as a path: opening it says what is wrong.
+        deviceName = (try? DeviceName(parsing: name)) ?? .path(name)
+        resolver = DeviceNameResolver(tree: tree, kernel: kernel)
+        followsName = resolver.followsName(deviceName)
         self.options = options
         self.kernel = kernel
         var logger = logger
-        logger[metadataKey: "device"] = "\(path)"
+        logger[metadataKey: "device"] = "\(name)"
         self.logger = logger
     }
 
@@ -50,7 +63,9 @@ public final class V4L2VideoCapture: VideoCapture {
     public func initialize() throws(CaptureError) {
         let alreadyOpen = control.withLock { $0.session != nil || $0.started }
         if alreadyOpen { return }
-        let session = try StreamSession(path: name, kernel: kernel, options: options, logger: logger)
+        let path = try resolver.resolve(deviceName)
+        if path != name { logger.info("\(name) is \(path)") }
+        let session = try StreamSession(path: path, kernel: kernel, options: options, logger: logger)
         let settings = session.settings
         control.withLock {
             $0.session = session
@@ -380,17 +395,26 @@ public final class V4L2VideoCapture: VideoCapture {
 
     // MARK: reconnection
 
-    /// Waits until a device with the lost one's identity (bus info and driver)
-    /// is back, then reopens, renegotiates and restarts it. nil if stopped first.
+    /// Waits until the device is back, then reopens, renegotiates and restarts
+    /// it. nil if stopped first. A stable name (link, card name, USB id) is
+    /// resolved again and whatever it names now is the device; a plain node
+    /// path is recognised by the lost device's identity (bus info and driver)
+    /// on any node.
     private func waitForDevice(like identity: V4L2Capabilities, _ signal: StopSignal) -> StreamSession? {
         var lastError: CaptureError?
         while !signal.isStopRequested {
-            for path in DeviceDiscovery.candidatePaths(preferring: name) {
+            let candidates: [String]
+            if followsName {
+                candidates = (try? resolver.resolve(deviceName)).map { [$0] } ?? []
+            } else {
+                candidates = [name] + DeviceDiscovery.videoNodes(in: resolver.tree.dev).filter { $0 != name }
+            }
+            for path in candidates {
                 guard let candidate = try? V4L2Device.open(path: path, kernel: kernel) else { continue }
                 let caps = candidate.capabilities
-                let same = identity.busInfo.isEmpty
+                let same = followsName || (identity.busInfo.isEmpty
                     ? (path == name && caps.card == identity.card)
-                    : (caps.busInfo == identity.busInfo && caps.driver == identity.driver)
+                    : (caps.busInfo == identity.busInfo && caps.driver == identity.driver))
                 guard same else { continue }
                 _ = candidate  // closed here; the session opens its own
                 do throws(CaptureError) {

@@ -9,6 +9,11 @@ public struct VideoDeviceDescription: Codable, Hashable, Sendable {
     public var busInfo: String
     /// /dev/v4l/by-id and by-path names for this node (where udev made them).
     public var stableNames: [String]
+    /// `usb:VID:PID[:SERIAL]` of the USB device the node belongs to (nil for platform drivers).
+    public var usbID: String?
+    /// Every `--device` name that selects this camera whatever its node number:
+    /// the links, the USB id, and the card name when no other camera has it.
+    public var names: [String]
     public var formats: [Format]
 
     public struct Format: Codable, Hashable, Sendable {

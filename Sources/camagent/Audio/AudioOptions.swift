@@ -55,7 +55,7 @@ extension ExitCodes {
 }
 
 func fail(_ error: AudioError) -> ExitCode {
-    printError("camagent: \(error)")
+    printFailure("\(error)")
     return ExitCode(ExitCodes.code(for: error))
 }
 
