@@ -336,7 +336,8 @@ struct NegotiatedSummary: Encodable {
 /// Prints publisher events: JSON lines on stdout, or a status line on stderr.
 final class EventPrinter: Sendable {
     let json: Bool
-    private let lock = Mutex(false)   // true while a status line is on screen
+    private let statusLine = StatusLine()
+    private let lock = Mutex(())   // one stdout line at a time
 
     init(json: Bool) { self.json = json }
 
@@ -478,24 +479,9 @@ final class EventPrinter: Sendable {
         }
     }
 
-    /// A line rewritten in place on a terminal (a plain line each time otherwise).
-    private func status(_ text: String) {
-        lock.withLock { shown in
-            if isatty(2) != 0 {
-                let line = "\r\u{1B}[K" + text
-                _ = line.utf8CString.withUnsafeBufferPointer { write(2, $0.baseAddress, $0.count - 1) }
-                shown = true
-            } else {
-                printError(text)
-            }
-        }
-    }
+    private func status(_ text: String) { statusLine.show(text) }
 
-    func finishStatusLine() {
-        lock.withLock { shown in
-            if shown { _ = write(2, "\n", 1); shown = false }
-        }
-    }
+    func finishStatusLine() { statusLine.finish() }
 }
 
 extension ExitCodes {
