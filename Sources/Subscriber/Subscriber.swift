@@ -175,13 +175,13 @@ public final class Subscriber: Sendable {
                 }
                 lastError = error.description
             case .dropped(let reason):
+                // This attempt was connected: a new outage starts now (after a
+                // reconnection too), with its own reconnect window.
                 everConnected = true
                 lastError = reason
-                if lostAt == nil {
-                    lostAt = MonotonicTimestamp.now().seconds
-                    onEvent(.disconnected(reason: reason))
-                    delay = 0.5
-                }
+                lostAt = MonotonicTimestamp.now().seconds
+                onEvent(.disconnected(reason: reason))
+                delay = 0.5
             }
             if case .failed = attempt, lostAt == nil { lostAt = MonotonicTimestamp.now().seconds }
             guard let since = lostAt else { continue }
