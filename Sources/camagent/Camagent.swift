@@ -11,7 +11,7 @@ struct Camagent: ParsableCommand {
         discussion: "Exit codes are listed in README.md (\"Exit codes\").",
         subcommands: [
             DevicesCommand.self, CaptureCommand.self, PlayCommand.self, SelftestCommand.self, PublishCommand.self, BenchCommand.self,
-            RouterCommand.self, TokenCommand.self, SessionCommand.self, SubscribeCommand.self,
+            RouterCommand.self, TokenCommand.self, SessionCommand.self, SubscribeCommand.self, StatusCommand.self,
         ]
     )
 }

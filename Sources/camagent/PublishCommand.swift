@@ -63,6 +63,9 @@ struct PublishCommand: ParsableCommand {
     @Option(help: "Access token for viewers (default: a random one, printed with the viewer URL).")
     var viewerToken: String?
 
+    @Option(help: "File holding the viewers' access token, made (mode 0600, a random token) when missing; the token is then never printed: `camagent status` shows the viewer URL. The service uses /var/lib/camagent/viewer-token.")
+    var viewerTokenFile: String?
+
     @Option(help: "Seconds without ICE consent from a viewer before it is dropped (RFC 7675 says 30).")
     var viewerTimeout = 30.0
 
@@ -115,6 +118,9 @@ struct PublishCommand: ParsableCommand {
         }
         guard (6...600).contains(viewerTimeout) else { throw ValidationError("--viewer-timeout takes 6 to 600 seconds") }
         if open && viewerToken != nil { throw ValidationError("--open and --viewer-token contradict each other") }
+        if viewerTokenFile != nil && (open || viewerToken != nil) {
+            throw ValidationError("--viewer-token-file contradicts --open and --viewer-token")
+        }
         if let viewerToken, viewerToken.isEmpty { throw ValidationError("--viewer-token must not be empty") }
         if let stun, parseHostPort(stun) == nil { throw ValidationError("--stun takes host:port with a numeric IP") }
         if session != nil && whip != nil { throw ValidationError("--session and --whip contradict each other: --session is a WHIP endpoint too") }
@@ -126,6 +132,8 @@ struct PublishCommand: ParsableCommand {
         let out = EventPrinter(json: json)
         let service = PublishServiceNotifications(logger: logger)
         service.status("Starting: opening the camera and the microphone")
+        // Read (or made) before any device opens: a bad token file fails at once (exit 78).
+        let fileToken = try viewerTokenFile.map(loadViewerToken)
 
         // Audio first: a missing sound card should fail before the camera opens.
         var audioDevice: (any AudioDevice)?
@@ -207,7 +215,7 @@ struct PublishCommand: ParsableCommand {
         if let listenAddress {
             let configuration = ViewerServerConfiguration(
                 host: listenAddress.host, port: listenAddress.port,
-                token: open ? nil : (viewerToken ?? ViewerServerConfiguration.randomToken()))
+                token: open ? nil : (fileToken ?? viewerToken ?? ViewerServerConfiguration.randomToken()))
             do {
                 server = try RunningViewerServer.start(configuration: configuration, publisher: publisher, logger: logger)
             } catch {
@@ -216,7 +224,7 @@ struct PublishCommand: ParsableCommand {
                 printError("camagent: the viewer server cannot listen on \(listenAddress.host):\(listenAddress.port): \(error)")
                 throw ExitCode(ExitCodes.listenFailed)
             }
-            out.serving(server!, listenHost: listenAddress.host)
+            out.serving(server!, listenHost: listenAddress.host, tokenFile: viewerTokenFile)
         }
         let what = negotiated.device.map { "\($0) \(negotiated.size ?? "")" } ?? "audio"
         let targets = [whip, listenAddress.map { "viewers on \($0.host):\(server?.server.boundPort ?? $0.port)" }].compactMap { $0 }
@@ -398,25 +406,28 @@ final class EventPrinter: Sendable {
 
     private struct DeviceLine: Encodable { var event = "device"; var state: String; var kind: String; var reason: String }
     private struct ViewerLine: Encodable { var event = "viewer"; var state: String; var id: String; var codec: String?; var selectedPair: String?; var reason: String? }
-    private struct ServingLine: Encodable { var event = "serving"; var url: String; var whep: String; var port: Int; var token: String? }
+    private struct ServingLine: Encodable { var event = "serving"; var url: String; var whep: String; var port: Int; var token: String?; var tokenFile: String? }
     private let viewersJoined = Mutex(0)
 
-    /// Where to watch: the viewer page's URL (with the token) and the WHEP endpoint.
-    func serving(_ running: RunningViewerServer, listenHost: String) {
+    /// Where to watch: the viewer page's URL (with the token, unless it lives
+    /// in `tokenFile`: logs are no place for it) and the WHEP endpoint.
+    func serving(_ running: RunningViewerServer, listenHost: String, tokenFile: String? = nil) {
         let server = running.server
         var host = listenHost
         if host == "0.0.0.0" || host == "::" {
             // Any address: name one a LAN viewer can use.
             host = HostInterfaces.addresses(includeLoopback: false).first { $0.ip.contains(".") }?.ip ?? "127.0.0.1"
         }
-        let url = server.viewerURL(publicHost: host)
+        var url = server.viewerURL(publicHost: host)
+        if tokenFile != nil { url = String(url.prefix { $0 != "?" }) }
         let port = server.boundPort ?? server.configuration.port
         let whep = "http://\(host.contains(":") ? "[\(host)]" : host):\(port)/whep"
         if json {
-            line(JSONOutput.line(ServingLine(url: url, whep: whep, port: port, token: server.configuration.token)))
+            line(JSONOutput.line(ServingLine(url: url, whep: whep, port: port,
+                                             token: tokenFile == nil ? server.configuration.token : nil, tokenFile: tokenFile)))
         } else {
             finishStatusLine()
-            printError("viewer:    open \(url)")
+            printError("viewer:    open \(url)" + (tokenFile.map { " (with the token in \($0): camagent status prints the whole URL)" } ?? ""))
             printError("whep:      \(whep)\(server.configuration.token == nil ? " (open: no token)" : " (token required)")")
         }
     }

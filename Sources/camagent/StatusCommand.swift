@@ -1,0 +1,129 @@
+import ArgumentParser
+import Foundation
+import Networking
+import SessionServer
+import WHIP
+
+/// `camagent status`: what a running `publish` is doing, read from its
+/// viewer server's /stats: state, viewers, rates, and the viewer URL with the
+/// token from its token file (which the service keeps out of the journal).
+struct StatusCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "status",
+        abstract: "Show a running publisher's state, viewers, rates and viewer URL (from its /stats).",
+        discussion: """
+        Exit codes: 78 the token file is unreadable or too short, 80 nothing answers at --url, \
+        81 the token was refused (401/403), 82 an answer that is not the publisher's /stats.
+        """)
+
+    @Option(help: "The publisher's viewer server (its --listen address).")
+    var url = "http://127.0.0.1:8080"
+
+    @Option(help: "File with the viewers' token, as given to publish --viewer-token-file (read when it exists).")
+    var viewerTokenFile = "/var/lib/camagent/viewer-token"
+
+    @Option(help: "The viewers' token itself, instead of the file.")
+    var viewerToken: String?
+
+    @Option(help: "Seconds to wait for the answer.")
+    var timeout = 5.0
+
+    @Flag(help: "Print /stats as it came (one JSON object).")
+    var json = false
+
+    @OptionGroup var global: GlobalOptions
+
+    func validate() throws {
+        guard timeout > 0, timeout <= 600 else { throw ValidationError("--timeout takes 0 to 600 seconds") }
+        guard URLComponents(string: url)?.host != nil else { throw ValidationError("--url takes http://HOST:PORT") }
+    }
+
+    /// What status reads from /stats (a subset of PublisherStats).
+    struct Snapshot: Decodable {
+        var state: String
+        var frameRate: Double
+        var framesEncoded: UInt64
+        var videoDeviceLost: Bool
+        var video: Stream?
+        var audio: Stream?
+        var viewers: [Viewer]
+        struct Stream: Decodable { var bitrate: Double }
+        struct Viewer: Decodable { var state: String; var video: Stream?; var audio: Stream? }
+    }
+
+    func run() throws {
+        var base = url
+        while base.hasSuffix("/") { base.removeLast() }
+        // The token: given, else the file when there is one (a publisher with --open needs none).
+        var token = viewerToken
+        if token == nil, FileManager.default.fileExists(atPath: viewerTokenFile) {
+            token = try readViewerToken(viewerTokenFile)
+        }
+        let response: PlainHTTPResponse
+        do {
+            response = try plainHTTPRequest(method: "GET", url: base + "/stats",
+                                            headers: token.map { [("Authorization", "Bearer \($0)")] } ?? [],
+                                            timeout: timeout)
+        } catch {
+            printFailure("nothing answers at \(base): is camagent publish running there? (\(error))")
+            throw ExitCode(ExitCodes.serverUnreachable)
+        }
+        switch response.status {
+        case 200: break
+        case 401, 403:
+            let hint = token == nil ? "no token was sent: \(viewerTokenFile) is missing or not readable by this user (try as root or camagent)"
+                                    : "the token is not this publisher's"
+            printFailure("\(base)/stats refused the request (HTTP \(response.status)): \(hint)")
+            throw ExitCode(ExitCodes.unauthorized)
+        default:
+            printFailure("\(base)/stats answered HTTP \(response.status)")
+            throw ExitCode(ExitCodes.serverRefused)
+        }
+        guard let snapshot = try? JSONDecoder().decode(Snapshot.self, from: Data(response.body)) else {
+            printFailure("\(base)/stats is not a camagent publisher's statistics")
+            throw ExitCode(ExitCodes.serverRefused)
+        }
+        if json {
+            print(String(decoding: response.body, as: UTF8.self))
+            return
+        }
+        let watching = snapshot.viewers.filter { $0.state == "connected" }
+        let bitrate = snapshot.video?.bitrate ?? watching.compactMap { $0.video?.bitrate }.max()
+        print("state:     \(snapshot.state)" + (snapshot.videoDeviceLost ? " (camera lost, waiting for it)" : ""))
+        print("viewers:   \(watching.count) connected" + (snapshot.viewers.count > watching.count ? ", \(snapshot.viewers.count - watching.count) connecting or leaving" : ""))
+        print("video:     \(snapshot.frameRate.formatted(decimals: 1)) fps, \(snapshot.framesEncoded) frames encoded"
+              + (bitrate.map { ", \(Int($0 / 1000)) kbps" } ?? ""))
+        print("viewer:    \(viewerURL(base: base, token: token))")
+    }
+
+    /// The page's URL as a browser on the LAN would open it: a loopback host
+    /// is replaced by this machine's first LAN address.
+    func viewerURL(base: String, token: String?) -> String {
+        var components = URLComponents(string: base) ?? URLComponents()
+        if let host = components.host, host == "127.0.0.1" || host == "localhost" || host == "::1" || host == "0.0.0.0",
+           let lan = HostInterfaces.addresses(includeLoopback: false).first(where: { $0.ip.contains(".") }) {
+            components.host = lan.ip
+        }
+        components.path = "/"
+        if let token { components.queryItems = [URLQueryItem(name: "token", value: token)] }
+        // URLQueryItem leaves '+' alone, which a server reads as a space.
+        components.percentEncodedQuery = components.percentEncodedQuery?.replacingOccurrences(of: "+", with: "%2B")
+        return components.string ?? base + "/"
+    }
+}
+
+/// The viewers' token from its file (trimmed, at least 32 bytes), or exit 78 saying why not.
+func readViewerToken(_ path: String) throws -> String {
+    do { return String(decoding: try RouterSecret.load(from: path).key, as: UTF8.self) } catch {
+        printFailure("viewer token: \(error)")
+        throw ExitCode(ExitCodes.secretFileError)
+    }
+}
+
+/// The viewers' token from its file, made (mode 0600, 64 random hex digits) when missing; else exit 78.
+func loadViewerToken(_ path: String) throws -> String {
+    do { return String(decoding: try RouterSecret.load(orCreateAt: path).key, as: UTF8.self) } catch {
+        printFailure("viewer token: \(error)")
+        throw ExitCode(ExitCodes.secretFileError)
+    }
+}
