@@ -77,6 +77,10 @@ def test_subscribe_renders_into_v4l2loopback_and_an_alsa_loopback(tmp_path, gues
         readable = [c for c in counters if c is not None]
         assert len(readable) >= 0.9 * len(frames), counters
         assert readable[-1] - readable[0] >= 20 and all(b >= a for a, b in zip(readable, readable[1:])), readable
+        # The tone goes on while the capture ran; keep recording until there are 5 s of it on file
+        # (the capture may have taken only a moment).
+        wait_for(lambda: os.path.exists(recording) and os.path.getsize(recording) > 44 + 5 * RATE * 2, 60,
+                 "5 s of recorded audio")
     finally:
         if subscriber is not None:
             _, sub_err = stop(subscriber)
