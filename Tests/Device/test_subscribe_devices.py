@@ -61,6 +61,7 @@ def test_subscribe_renders_into_v4l2loopback_and_an_alsa_loopback(tmp_path, gues
         subscriber = subprocess.Popen([BIN, "subscribe", "--whep", whep, "--video-out", LOOP, "--audio-out",
                                        f"alsa:{PLAY}", "--duration", "30"],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        recorded_before = os.path.getsize(recording) if os.path.exists(recording) else 0
         # Once frames flow into the node, it has a capture side: read it as a camera.
         captured = tmp_path / "from-loopback.y4m"
         deadline = time.monotonic() + 60
@@ -77,10 +78,10 @@ def test_subscribe_renders_into_v4l2loopback_and_an_alsa_loopback(tmp_path, gues
         readable = [c for c in counters if c is not None]
         assert len(readable) >= 0.9 * len(frames), counters
         assert readable[-1] - readable[0] >= 20 and all(b >= a for a, b in zip(readable, readable[1:])), readable
-        # The tone goes on while the capture ran; keep recording until there are 5 s of it on file
-        # (the capture may have taken only a moment).
-        wait_for(lambda: os.path.exists(recording) and os.path.getsize(recording) > 44 + 5 * RATE * 2, 60,
-                 "5 s of recorded audio")
+        # The tone plays from the subscriber's start: keep recording until 5 s more than before it
+        # are on file (the capture may have taken only a moment).
+        wait_for(lambda: os.path.getsize(recording) > recorded_before + 5 * RATE * 2, 60,
+                 "5 s of audio recorded since the subscriber started")
     finally:
         if subscriber is not None:
             _, sub_err = stop(subscriber)

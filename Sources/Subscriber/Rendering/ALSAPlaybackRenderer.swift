@@ -12,12 +12,17 @@ public final class ALSAPlaybackRenderer: AudioRenderer, @unchecked Sendable {   
     public let sampleRate = 48_000
     public let channels: Int
     private let card: ALSAAudioDevice
+    /// A cushion of silence queued ahead of the first packet, and again after
+    /// the queue ran dry: packets arrive in bursts of 20 ms, the card takes
+    /// 10 ms at a time, and without it every late packet is a gap.
+    private let cushion: [Int16]
 
     /// Opens and starts the device at once, so a missing, busy or refusing
     /// card fails before connecting.
     public init(device: String, channels: Int = 1, logger: Logger) throws(RenderError) {
         self.device = device
         self.channels = channels
+        cushion = [Int16](repeating: 0, count: 48_000 / 1000 * Self.cushionMilliseconds * channels)
         guard AudioDevices.hasSoundCard else { throw RenderError(AudioError.noSoundCard, target: device) }
         card = ALSAAudioDevice(captureDevice: nil, renderDevice: device,
                                format: AudioFormat(sampleRate: 48_000, channels: channels), logger: logger)
@@ -34,8 +39,11 @@ public final class ALSAPlaybackRenderer: AudioRenderer, @unchecked Sendable {   
         }
     }
 
+    static let cushionMilliseconds = 60
+
     public func render(_ samples: UnsafeBufferPointer<Int16>) throws(RenderError) {
         if let failure = card.renderFailure { throw RenderError(failure, target: device) }
+        if card.bus.queuedRenderChunks == 0 { cushion.withUnsafeBufferPointer { card.bus.queueForRender($0) } }
         card.bus.queueForRender(samples)
     }
 
