@@ -455,3 +455,15 @@ if __name__ == "__main__":
     if len(sys.argv) < 3 or sys.argv[1] not in ("host", "capture", "report"):
         sys.exit(__doc__)
     {"host": host, "capture": capture, "report": report}[sys.argv[1]](*sys.argv[2:])
+
+
+def command_line(doc, measure_all, report):
+    """The entry of the step benchmarks (publish.py, router.py, subscriber.py):
+    `STEP.py OUT.json` measures, `STEP.py report OUT.json` prints its table."""
+    if len(sys.argv) == 3 and sys.argv[1] == "report":
+        with open(sys.argv[2]) as f:
+            print(report(json.load(f)))
+    elif len(sys.argv) == 2:
+        measure_all(sys.argv[1])
+    else:
+        sys.exit(doc)

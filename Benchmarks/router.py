@@ -523,13 +523,7 @@ def report(results):
 
 
 def main():
-    if len(sys.argv) == 3 and sys.argv[1] == "report":
-        with open(sys.argv[2]) as f:
-            print(report(json.load(f)))
-    elif len(sys.argv) == 2:
-        measure_all(sys.argv[1])
-    else:
-        sys.exit(__doc__)
+    bench.command_line(__doc__, measure_all, report)
 
 
 if __name__ == "__main__":
