@@ -1,0 +1,10 @@
+/// A stream of a router session, as `GET /v2/sessions/{sid}/streams` lists it.
+public struct SessionStream: Sendable, Codable, Equatable {
+    public var streamId: String
+    public var connectionId: String
+    public var name: String
+    public var hasAudio: Bool
+    public var hasVideo: Bool
+    public var width: Int
+    public var height: Int
+}
