@@ -51,9 +51,11 @@ public final class OpusDecoder {
     public let channels: Int
     private let decoder: OpaquePointer
 
-    public init(channels: Int = 1) throws(CodecError) {
+    /// `sampleRate`: what the PCM comes out at (8, 12, 16, 24 or 48 kHz; libopus
+    /// resamples as it decodes, so captions take 16 kHz straight away).
+    public init(channels: Int = 1, sampleRate: Int = OpusEncoder.sampleRate) throws(CodecError) {
         var error: Int32 = 0
-        guard let decoder = opus_decoder_create(Int32(OpusEncoder.sampleRate), Int32(channels), &error), error == OPUS_OK else {
+        guard let decoder = opus_decoder_create(Int32(sampleRate), Int32(channels), &error), error == OPUS_OK else {
             throw .initFailed(codec: "Opus decoder", reason: String(cString: opus_strerror(error)))
         }
         self.decoder = decoder

@@ -1,0 +1,99 @@
+// camagent's bridge to whisper.cpp: a flat C API of four calls that camagent
+// loads at run time (dlopen), so the agent builds and runs without the
+// speech engine and only captions need it.
+//
+// Not a SwiftPM target: scripts/install-captions compiles it against the
+// whisper.h it installs, into $PREFIX/lib/libcamagent-whisper.so. whisper's
+// own structs (whisper_full_params changes between versions) stay on this
+// side; camagent sees only the calls below (Sources/Captions/Engine/
+// WhisperRecognizer.swift declares the same signatures).
+//
+//   int   cw_bridge_version(void)            -> 1 (the ABI of this file)
+//   void *cw_open(model, threads, err, errlen) -> engine, or NULL and a reason in err
+//   int   cw_transcribe(engine, samples, count, audio_ctx, text, textlen)
+//         -> bytes of UTF-8 text written (NUL-terminated), or -1 and a reason in text
+//   void  cw_close(engine)
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <whisper.h>
+
+struct cw_engine {
+    struct whisper_context *context;
+    struct whisper_full_params params;
+};
+
+// whisper and ggml print progress and model details on stderr; the agent has
+// its own log, so they stay quiet.
+static void cw_quiet(enum ggml_log_level level, const char *text, void *user) {
+    (void)level; (void)text; (void)user;
+}
+
+int cw_bridge_version(void) { return 1; }
+
+void *cw_open(const char *model, int threads, char *error, size_t error_size) {
+    whisper_log_set(cw_quiet, NULL);
+    struct whisper_context_params context_params = whisper_context_default_params();
+    context_params.use_gpu = false;
+    struct whisper_context *context = whisper_init_from_file_with_params(model, context_params);
+    if (context == NULL) {
+        snprintf(error, error_size, "whisper could not load the model %s", model);
+        return NULL;
+    }
+    struct cw_engine *engine = calloc(1, sizeof *engine);
+    if (engine == NULL) {
+        whisper_free(context);
+        snprintf(error, error_size, "out of memory");
+        return NULL;
+    }
+    engine->context = context;
+    // Greedy decoding of one short utterance at a time: no text carried over
+    // (each utterance stands alone), one segment, no timestamps, no fallback
+    // to higher temperatures (a live caption cannot wait for retries).
+    struct whisper_full_params p = whisper_full_default_params(WHISPER_SAMPLING_GREEDY);
+    p.n_threads = threads > 0 ? threads : 1;
+    p.no_context = true;
+    p.single_segment = true;
+    p.no_timestamps = true;
+    p.print_special = false;
+    p.print_progress = false;
+    p.print_realtime = false;
+    p.print_timestamps = false;
+    p.suppress_blank = true;
+    p.temperature_inc = 0.0f;
+    p.greedy.best_of = 1;
+    p.language = "en";
+    engine->params = p;
+    return engine;
+}
+
+int cw_transcribe(void *opaque, const float *samples, int count, int audio_ctx, char *text, size_t text_size) {
+    struct cw_engine *engine = opaque;
+    if (text_size == 0) return -1;
+    text[0] = 0;
+    struct whisper_full_params p = engine->params;
+    p.audio_ctx = audio_ctx;
+    if (whisper_full(engine->context, p, samples, count) != 0) {
+        snprintf(text, text_size, "whisper_full failed on %d samples", count);
+        return -1;
+    }
+    size_t used = 0;
+    int segments = whisper_full_n_segments(engine->context);
+    for (int i = 0; i < segments; i++) {
+        const char *segment = whisper_full_get_segment_text(engine->context, i);
+        size_t length = segment ? strlen(segment) : 0;
+        if (used + length + 1 > text_size) length = text_size - used - 1;
+        memcpy(text + used, segment, length);
+        used += length;
+        text[used] = 0;
+        if (used + 1 >= text_size) break;
+    }
+    return (int)used;
+}
+
+void cw_close(void *opaque) {
+    struct cw_engine *engine = opaque;
+    if (engine == NULL) return;
+    whisper_free(engine->context);
+    free(engine);
+}

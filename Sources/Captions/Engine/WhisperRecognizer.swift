@@ -1,0 +1,151 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Synchronization
+
+/// Where the speech engine is: scripts/install-captions puts whisper.cpp, the
+/// bridge camagent loads (CModules/WhisperBridge) and Whisper's tiny.en model
+/// under one prefix.
+public struct WhisperConfiguration: Sendable, Equatable {
+    /// The bridge library (`libcamagent-whisper.so`), loaded at run time.
+    public var libraryPath: String
+    /// A ggml model file.
+    public var modelPath: String
+    /// Threads per recognition (whisper.cpp's n_threads).
+    public var threads: Int
+    /// How much of Whisper's 30 s window the encoder attends to (its
+    /// `audio_ctx`, 50 per second): nil fits it to each utterance, which keeps
+    /// short utterances cheap; a number fixes it.
+    public var audioContext: Int?
+
+    public static let defaultPrefix = "/opt/camagent-captions"
+
+    /// The install's layout under `prefix` ($CAMAGENT_CAPTIONS_PREFIX, else /opt/camagent-captions).
+    public init(prefix: String? = nil, threads: Int = 2, audioContext: Int? = nil) {
+        let root = prefix ?? getenv("CAMAGENT_CAPTIONS_PREFIX").map { String(cString: $0) } ?? Self.defaultPrefix
+        libraryPath = root + "/lib/libcamagent-whisper.so"
+        modelPath = root + "/models/ggml-tiny.en.bin"
+        self.threads = threads
+        self.audioContext = audioContext
+    }
+
+    /// The encoder context for `count` samples at 16 kHz: the utterance's own
+    /// length plus two seconds of margin, in steps of 64, within Whisper's 1500.
+    func audioContext(forSamples count: Int) -> Int {
+        if let audioContext { return audioContext }
+        let frames = count / 320 + 100
+        return min(1500, (frames + 63) / 64 * 64)
+    }
+}
+
+/// The bridge library, loaded once per process and kept: its four calls.
+final class WhisperLibrary: @unchecked Sendable {   // immutable after init
+    typealias Open = @convention(c) (UnsafePointer<CChar>?, Int32, UnsafeMutablePointer<CChar>?, Int) -> UnsafeMutableRawPointer?
+    typealias Transcribe = @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<Float>?, Int32, Int32,
+                                           UnsafeMutablePointer<CChar>?, Int) -> Int32
+    typealias Close = @convention(c) (UnsafeMutableRawPointer?) -> Void
+    typealias Version = @convention(c) () -> Int32
+
+    let open: Open
+    let transcribe: Transcribe
+    let close: Close
+
+    /// The ABI of CModules/WhisperBridge/whisper_bridge.c this code speaks.
+    static let bridgeVersion: Int32 = 1
+    private static let loaded = Mutex<[String: WhisperLibrary]>([:])
+
+    static func load(_ path: String) throws(CaptionError) -> WhisperLibrary {
+        let result = loaded.withLock { cache -> Result<WhisperLibrary, CaptionError> in
+            if let library = cache[path] { return .success(library) }
+            do throws(CaptionError) {
+                let library = try WhisperLibrary(path: path)
+                cache[path] = library
+                return .success(library)
+            } catch {
+                return .failure(error)
+            }
+        }
+        return try result.get()
+    }
+
+    private init(path: String) throws(CaptionError) {
+        guard access(path, F_OK) == 0 else { throw .engineMissing(path: path, reason: "no such file") }
+        guard let handle = dlopen(path, RTLD_NOW | RTLD_LOCAL) else {
+            throw .engineMissing(path: path, reason: dlerror().map { String(cString: $0) } ?? "dlopen failed")
+        }
+        func symbol<T>(_ name: String, as type: T.Type) throws(CaptionError) -> T {
+            guard let pointer = dlsym(handle, name) else {
+                throw .engineMissing(path: path, reason: "the library has no \(name): not camagent's whisper bridge")
+            }
+            return unsafeBitCast(pointer, to: type)
+        }
+        let version = try symbol("cw_bridge_version", as: Version.self)()
+        guard version == Self.bridgeVersion else {
+            throw .engineMissing(path: path, reason: "bridge version \(version), camagent speaks \(Self.bridgeVersion): run scripts/install-captions again")
+        }
+        open = try symbol("cw_open", as: Open.self)
+        transcribe = try symbol("cw_transcribe", as: Transcribe.self)
+        close = try symbol("cw_close", as: Close.self)
+        // The handle stays open for the process's life: engines made from it may live anywhere.
+    }
+}
+
+/// whisper.cpp through the bridge: one model context per recognizer.
+public final class WhisperRecognizer: SpeechRecognizer {
+    private let library: WhisperLibrary
+    private let engine: UnsafeMutableRawPointer
+    private let configuration: WhisperConfiguration
+    /// The text comes back here: no allocation per call but the String.
+    private var text = [CChar](repeating: 0, count: 4096)
+
+    public init(configuration: WhisperConfiguration) throws(CaptionError) {
+        let library = try WhisperLibrary.load(configuration.libraryPath)
+        self.library = library
+        guard access(configuration.modelPath, R_OK) == 0 else {
+            throw .modelMissing(path: configuration.modelPath, reason: String(cString: strerror(errno)))
+        }
+        var reason = [CChar](repeating: 0, count: 512)
+        let opened = reason.withUnsafeMutableBufferPointer { buffer in
+            library.open(configuration.modelPath, Int32(configuration.threads), buffer.baseAddress, buffer.count)
+        }
+        guard let opened else {
+            throw .modelMissing(path: configuration.modelPath, reason: Captions.text(reason))
+        }
+        engine = opened
+        self.configuration = configuration
+    }
+
+    deinit { library.close(engine) }
+
+    public func transcribe(_ samples: UnsafeBufferPointer<Float>) throws(CaptionError) -> String {
+        let context = Int32(configuration.audioContext(forSamples: samples.count))
+        let written = text.withUnsafeMutableBufferPointer { buffer in
+            library.transcribe(engine, samples.baseAddress, Int32(samples.count), context, buffer.baseAddress, buffer.count)
+        }
+        guard written >= 0 else { throw .recognitionFailed(Captions.text(text)) }
+        return Captions.text(text)
+    }
+}
+
+/// The NUL-terminated text in a C buffer.
+func text(_ buffer: [CChar]) -> String {
+    String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+}
+
+/// Whisper recognizers with one configuration; checks at creation that the
+/// engine loads, so a missing install is an error at start, not at first speech.
+public struct WhisperRecognizerFactory: SpeechRecognizerFactory {
+    public let configuration: WhisperConfiguration
+
+    public init(configuration: WhisperConfiguration = WhisperConfiguration()) throws(CaptionError) {
+        _ = try WhisperLibrary.load(configuration.libraryPath)
+        guard access(configuration.modelPath, R_OK) == 0 else {
+            throw .modelMissing(path: configuration.modelPath, reason: String(cString: strerror(errno)))
+        }
+        self.configuration = configuration
+    }
+
+    public func makeRecognizer() throws(CaptionError) -> any SpeechRecognizer {
+        try WhisperRecognizer(configuration: configuration)
+    }
+}

@@ -1,0 +1,210 @@
+import Glibc
+import Encoders
+import Logging
+import MediaTypes
+import Synchronization
+import Testing
+@testable import Captions
+
+/// Levels in dBFS, one per 20 ms frame.
+private func run(_ detector: inout UtteranceDetector, _ levels: [Double]) -> [UtteranceDetector.Step] {
+    levels.map { detector.feed(levelDB: $0) }
+}
+
+@Suite struct UtteranceDetectorTests {
+    @Test func speechBetweenSilencesIsOneUtteranceThatEndsAfterThePause() {
+        var d = UtteranceDetector()
+        let steps = run(&d, Array(repeating: -90, count: 50) + Array(repeating: -20, count: 100) + Array(repeating: -90, count: 40))
+        #expect(steps.filter { $0 == .started }.count == 1)
+        #expect(steps.filter { $0 == .ended(keep: true) }.count == 1)
+        // Starts on the third speech frame, ends on the 20th frame of the pause.
+        #expect(steps.firstIndex(of: .started) == 52)
+        #expect(steps.firstIndex(of: .ended(keep: true)) == 150 + 19)
+    }
+
+    @Test func shortPausesInsideASentenceDoNotEndIt() {
+        var d = UtteranceDetector()
+        var levels = Array(repeating: -90.0, count: 20)
+        for _ in 0..<5 { levels += Array(repeating: -20, count: 30) + Array(repeating: -90, count: 10) }
+        levels += Array(repeating: -90, count: 30)
+        let steps = run(&d, levels)
+        #expect(steps.filter { $0 == .started }.count == 1)
+        #expect(steps.filter { if case .ended = $0 { true } else { false } }.count == 1)
+    }
+
+    @Test func aClickIsNoUtteranceAndABriefNoiseIsDropped() {
+        var d = UtteranceDetector()
+        var steps = run(&d, Array(repeating: -90, count: 20) + [-20, -20] + Array(repeating: -90, count: 30))
+        #expect(!steps.contains(.started))
+        steps = run(&d, Array(repeating: -20, count: 5) + Array(repeating: -90, count: 30))
+        #expect(steps.contains(.started) && steps.contains(.ended(keep: false)))
+    }
+
+    @Test func longSpeechIsFinalisedAtTheWindowAndGoesOn() {
+        var d = UtteranceDetector()
+        // 20 s of talk without a pause: syllables at -20 dBFS, 40 ms dips between them.
+        var talk: [Double] = []
+        for _ in 0..<100 { talk += Array(repeating: -20, count: 8) + [-35, -35] }
+        let steps = run(&d, Array(repeating: -90, count: 10) + talk)
+        #expect(steps.filter { $0 == .ended(keep: true) }.count == 2)
+        #expect(steps.filter { $0 == .started }.count == 3)
+    }
+
+    @Test func aSteadyNoiseFloorIsNotSpeech() {
+        var d = UtteranceDetector()
+        // A fan switched on at -40 dBFS: heard as speech until the floor has risen to it...
+        _ = run(&d, Array(repeating: -90, count: 10) + Array(repeating: -40, count: 1500))
+        #expect(d.floorDB > -45)
+        // ...then it is silence, however long it lasts.
+        let steady = run(&d, Array(repeating: -40, count: 3000))
+        #expect(!steady.contains(.started))
+        // Speech above that noise is found.
+        let more = run(&d, Array(repeating: -15, count: 50) + Array(repeating: -40, count: 30))
+        #expect(more.contains(.started) && more.contains(.ended(keep: true)))
+    }
+
+    @Test func levelOfFullScaleSineAndSilence() {
+        let sine = (0..<320).map { Float(sin(Double($0) * 2 * Double.pi / 32)) }
+        let level = sine.withUnsafeBufferPointer { UtteranceDetector.levelDB($0) }
+        #expect(abs(level - -3.01) < 0.1)
+        let zeros = [Float](repeating: 0, count: 320)
+        #expect(zeros.withUnsafeBufferPointer { UtteranceDetector.levelDB($0) } == -100)
+    }
+}
+
+@Suite struct TranscriptCleanupTests {
+    @Test func nonSpeechTagsAndSpacesGo() {
+        #expect(TranscriptCleanup.clean(" Hello,  world. ") == "Hello, world.")
+        #expect(TranscriptCleanup.clean("[BLANK_AUDIO]") == "")
+        #expect(TranscriptCleanup.clean(" (upbeat music) the door *coughs* opens") == "the door opens")
+    }
+}
+
+/// Says how many samples it was given, so the test sees what each call covered.
+private final class CountingRecognizer: SpeechRecognizer, @unchecked Sendable {
+    let calls = Mutex<[Int]>([])
+    func transcribe(_ samples: UnsafeBufferPointer<Float>) throws(CaptionError) -> String {
+        calls.withLock { $0.append(samples.count) }
+        return "heard \(samples.count / 1600) tenths"
+    }
+}
+
+private struct OneRecognizer: SpeechRecognizerFactory {
+    let recognizer: CountingRecognizer
+    func makeRecognizer() throws(CaptionError) -> any SpeechRecognizer { recognizer }
+}
+
+private struct MissingEngine: SpeechRecognizerFactory {
+    func makeRecognizer() throws(CaptionError) -> any SpeechRecognizer {
+        throw .engineMissing(path: "/nowhere/libcamagent-whisper.so", reason: "no such file")
+    }
+}
+
+@Suite struct StreamCaptionerTests {
+    /// 20 ms Opus packets of a 48 kHz signal: `pattern` says per packet whether it is a tone burst or silence.
+    private func packets(_ pattern: [Bool]) throws -> [[UInt8]] {
+        let encoder = try OpusEncoder(channels: 1)
+        var out: [[UInt8]] = []
+        var pcm = [Int16](repeating: 0, count: 960)
+        var n = 0
+        for loud in pattern {
+            for i in 0..<960 {
+                // A voice-like mix of 200 and 700 Hz, or nothing.
+                let t: Double = Double(n + i) / 48_000
+                let low: Double = 8000 * sin(2 * Double.pi * 200 * t)
+                let high: Double = 4000 * sin(2 * Double.pi * 700 * t)
+                pcm[i] = loud ? Int16(low + high) : 0
+            }
+            n += 960
+            var packet: [UInt8] = []
+            pcm.withUnsafeBufferPointer { samples in
+                try? encoder.encode(samples) { bytes in packet = Array(bytes) }
+            }
+            out.append(packet)
+        }
+        return out
+    }
+
+    @Test func partialsComeBeforeOneFinalPerUtterance() throws {
+        let recognizer = CountingRecognizer()
+        let captions = Mutex<[Caption]>([])
+        let captioner = try StreamCaptioner(streamID: "s", recognizers: OneRecognizer(recognizer: recognizer),
+                                            logger: Logger(label: "test")) { caption in
+            captions.withLock { $0.append(caption) }
+        }
+        defer { captioner.stop() }
+        // Two utterances of 3 s and 1.2 s, a second of silence around each.
+        let pattern = Array(repeating: false, count: 50) + Array(repeating: true, count: 150)
+            + Array(repeating: false, count: 50) + Array(repeating: true, count: 60) + Array(repeating: false, count: 50)
+        for packet in try packets(pattern) {
+            packet.withUnsafeBytes { captioner.receive(opusPayload: $0) }
+            // Paced a little, as a stream would be (the captioner drains as packets come).
+            if Int.random(in: 0..<10) == 0 { usleep(2000) }
+        }
+        var finals = 0
+        for _ in 0..<200 {   // at most 10 s
+            finals = captions.withLock { $0.filter(\.isFinal).count }
+            if finals == 2 { break }
+            usleep(50_000)
+        }
+        let all = captions.withLock { $0 }
+        #expect(finals == 2, "\(all)")
+        // The first utterance (3 s + pause) ends with its final; partials of it come before.
+        let firstFinal = try #require(all.firstIndex { $0.isFinal })
+        #expect(all[..<firstFinal].allSatisfy { !$0.isFinal })
+        #expect(firstFinal >= 1, "a partial before the first final: \(all)")
+        // The final covers the utterance: ~3 s of speech, its pre-roll and the closing pause.
+        let final = all[firstFinal].text
+        #expect(final == "heard 35 tenths" || final == "heard 36 tenths" || final == "heard 37 tenths", "\(all)")
+        // The counters are brought up to date after each batch of packets.
+        var stats = captioner.statistics
+        for _ in 0..<100 where abs(stats.audioSeconds - Double(pattern.count) * 0.02) >= 0.1 {
+            usleep(50_000)
+            stats = captioner.statistics
+        }
+        #expect(stats.finals == 2 && stats.partials == UInt64(all.count - 2))
+        #expect(abs(stats.audioSeconds - Double(pattern.count) * 0.02) < 0.1, "\(stats)")
+    }
+
+    @Test func partialsOffMeansFinalsOnly() throws {
+        let recognizer = CountingRecognizer()
+        let captions = Mutex<[Caption]>([])
+        var settings = StreamCaptioner.Settings(partials: false)
+        settings.partialInterval = 0.2
+        let captioner = try StreamCaptioner(streamID: "s", recognizers: OneRecognizer(recognizer: recognizer),
+                                            settings: settings, logger: Logger(label: "test")) { caption in
+            captions.withLock { $0.append(caption) }
+        }
+        defer { captioner.stop() }
+        for packet in try packets(Array(repeating: false, count: 20) + Array(repeating: true, count: 100) + Array(repeating: false, count: 40)) {
+            packet.withUnsafeBytes { captioner.receive(opusPayload: $0) }
+        }
+        for _ in 0..<200 where captions.withLock({ $0.isEmpty }) { usleep(50_000) }
+        #expect(captions.withLock { $0 } .map(\.isFinal) == [true])
+    }
+
+    @Test func aMissingEngineIsAnErrorAtStart() {
+        #expect(throws: CaptionError.engineMissing(path: "/nowhere/libcamagent-whisper.so", reason: "no such file")) {
+            _ = try StreamCaptioner(streamID: "s", recognizers: MissingEngine(), logger: Logger(label: "test")) { _ in }
+        }
+    }
+
+    @Test func theWhisperFactoryNamesWhatIsMissing() {
+        let configuration = WhisperConfiguration(prefix: "/nonexistent/captions")
+        do {
+            _ = try WhisperRecognizerFactory(configuration: configuration)
+            Issue.record("a factory over a missing install")
+        } catch {
+            #expect(error == .engineMissing(path: "/nonexistent/captions/lib/libcamagent-whisper.so", reason: "no such file"))
+            #expect("\(error)".contains("scripts/install-captions"))
+        }
+    }
+
+    @Test func audioContextFitsTheUtterance() {
+        let c = WhisperConfiguration(prefix: "/x")
+        #expect(c.audioContext(forSamples: 16_000) == 192)      // 1 s: 50 + 100 margin → 192
+        #expect(c.audioContext(forSamples: 160_000) == 640)     // 10 s
+        #expect(c.audioContext(forSamples: 16_000 * 40) == 1500)
+        #expect(WhisperConfiguration(prefix: "/x", audioContext: 512).audioContext(forSamples: 16_000) == 512)
+    }
+}
