@@ -24,6 +24,7 @@ let package = Package(
         .library(name: "Subscriber", targets: ["Subscriber"]),
         .library(name: "Session", targets: ["Session"]),
         .library(name: "SystemdSupport", targets: ["SystemdSupport"]),
+        .library(name: "Captions", targets: ["Captions"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -186,6 +187,12 @@ let package = Package(
             name: "SystemdSupport",
             dependencies: ["MediaTypes", .product(name: "Logging", package: "swift-log")]
         ),
+        // Live captions: Opus to 16 kHz, utterances by voice activity, speech to text by whisper.cpp
+        // through a bridge loaded at run time (CModules/WhisperBridge, built by scripts/install-captions).
+        .target(
+            name: "Captions",
+            dependencies: ["MediaTypes", "Encoders", .product(name: "Logging", package: "swift-log")]
+        ),
         // Media files: Y4M and WAV writers/readers.
         .target(name: "MediaFiles", dependencies: ["MediaTypes", "PixelConversion"]),
         // The command-line agent.
@@ -193,7 +200,7 @@ let package = Package(
             name: "camagent",
             dependencies: [
                 "MediaTypes", "PixelConversion", "VideoSources", "AudioDevices", "MediaFiles", "Encoders", "Publisher", "Networking", "WHIP",
-                "ViewerServer", "SessionServer", "Subscriber", "Session", "SystemdSupport",
+                "ViewerServer", "SessionServer", "Subscriber", "Session", "SystemdSupport", "Captions",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -244,6 +251,10 @@ let package = Package(
             dependencies: ["SystemdSupport", "TestSupport", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(name: "MediaFilesTests", dependencies: ["MediaFiles", "MediaTypes", "PixelConversion"]),
+        .testTarget(
+            name: "CaptionsTests",
+            dependencies: ["Captions", "Encoders", "MediaTypes", .product(name: "Logging", package: "swift-log")]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,4 +1,5 @@
 import Logging
+import Synchronization
 
 /// What the REST routes and the signalling connections share: the
 /// registry, the token authority, the media engine, and the checks they
@@ -8,6 +9,13 @@ struct RouterServices: Sendable {
     let tokens: TokenAuthority
     let media: any SessionMediaEngine
     let logger: Logger
+    /// One captions change at a time: what the registry says and what the
+    /// engine does are read and done together, so two changes cannot cross.
+    let captionsGate = CaptionsGate()
+
+    final class CaptionsGate: Sendable {
+        let lock = Mutex(())
+    }
 
     enum Requirement {
         /// Only a project token will do.
@@ -51,5 +59,21 @@ struct RouterServices: Sendable {
         guard let release else { return }
         for id in release.subscriberIDs { media.unsubscribe(subscriberID: id) }
         for id in release.streamIDs { media.unpublish(streamID: id) }
+    }
+
+    /// Makes the engine caption exactly the session's captioned streams
+    /// (after captions start or stop, a publisher's publishCaptions, a new stream).
+    func reconcileCaptions(sessionID: String) {
+        let registry = registry, media = media, logger = logger
+        captionsGate.lock.withLock { _ in
+            let wanted = registry.captionedStreams(sessionID: sessionID)
+            let all = Set(((try? registry.streams(sessionID: sessionID)) ?? []).map(\.streamId))
+            let failed = media.setCaptionedStreams(wanted.streamIDs, among: all, partials: wanted.partials) { streamID, text, isFinal in
+                registry.deliverCaption(sessionID: sessionID, streamID: streamID, text: text, isFinal: isFinal)
+            }
+            for (streamID, reason) in failed.sorted(by: { $0.key < $1.key }) {
+                logger.warning("captions could not start", metadata: ["session": "\(sessionID)", "stream": "\(streamID)", "reason": "\(reason)"])
+            }
+        }
     }
 }

@@ -85,10 +85,15 @@ struct RouterCommand: ParsableCommand {
             printError("camagent: the router's media side cannot start: \(error)")
             throw ExitCode(ExitCodes.driverError)
         }
-        defer { streams.stopAll() }
+        let captions = RouterCaptions(router: streams, logger: logger)
+        printLine("captions: \(captions.unavailable.map { "unavailable: \($0)" } ?? "ready (whisper.cpp, tiny.en)")")
+        defer {
+            captions.stopAll()
+            streams.stopAll()
+        }
         let server = SessionServer(
             configuration: SessionServerConfiguration(host: host, port: port, limits: limits),
-            secret: secret, mediaEngine: RouterMediaEngine(router: streams), logger: logger)
+            secret: secret, mediaEngine: RouterMediaEngine(router: streams, captions: captions), logger: logger)
 
         // The server runs in a ServiceGroup that turns SIGINT and SIGTERM into
         // a graceful shutdown; this thread waits for it to start, then to end.

@@ -5,6 +5,7 @@ import SessionServer
 /// forwards what publishers send (WHIP) to subscribers (WHEP).
 struct RouterMediaEngine: SessionMediaEngine {
     let router: StreamRouter
+    let captions: RouterCaptions
 
     func publish(streamID: String, offer: String,
                  events: @escaping @Sendable (MediaEvent) -> Void) throws(MediaEngineError) -> PublishedMedia {
@@ -21,7 +22,19 @@ struct RouterMediaEngine: SessionMediaEngine {
         }
     }
 
-    func unpublish(streamID: String) { router.unpublish(streamID: streamID) }
+    func unpublish(streamID: String) {
+        captions.stop(streamID: streamID)
+        router.unpublish(streamID: streamID)
+    }
+
+    var captionsUnavailable: String? { captions.unavailable }
+
+    func setCaptionedStreams(_ streamIDs: Set<String>, among candidates: Set<String>, partials: Bool,
+                             onCaption: @escaping @Sendable (String, String, Bool) -> Void) -> [String: String] {
+        captions.set(streamIDs, among: candidates, partials: partials, onCaption: onCaption)
+    }
+
+    var captionCounters: CaptionTotals { captions.totals }
 
     func subscribe(streamID: String, subscriberID: String, offer: String,
                    ended: @escaping @Sendable (String) -> Void) throws(MediaEngineError) -> String {

@@ -13,7 +13,7 @@ struct ClientMessageTests {
         #expect(try ClientMessage.parse(#"{"type":"signal","signalType":"chat","data":{"n":1},"to":"c1"}"#)
             == .signal(signalType: "chat", data: .object(["n": .number(1)]), to: "c1"))
         #expect(try ClientMessage.parse(#"{"type":"publisherProperty","streamId":"s","hasVideo":false}"#)
-            == .publisherProperty(streamID: "s", hasAudio: nil, hasVideo: false))
+            == .publisherProperty(streamID: "s", hasAudio: nil, hasVideo: false, publishCaptions: nil))
         #expect(try ClientMessage.parse(#"{"type":"subscriberSettings","subscriberId":"x","subscribeToVideo":false,"preferredResolution":{"width":640,"height":360},"preferredFrameRate":15}"#)
             == .subscriberSettings(subscriberID: "x", settings: SubscriberSettings(subscribeToVideo: false, preferredResolution: (640, 360), preferredFrameRate: 15)))
     }
@@ -24,7 +24,7 @@ struct ClientMessageTests {
         (#"{"data":1}"#, 400, "no \"type\""),
         (#"{"type":"teleport"}"#, 400, "unknown message type"),
         (#"{"type":7}"#, 400, "JSON"),
-        (#"{"type":"publisherProperty","streamId":"s"}"#, 400, "hasAudio or hasVideo"),
+        (#"{"type":"publisherProperty","streamId":"s"}"#, 400, "hasAudio, hasVideo or publishCaptions"),
         (#"{"type":"publisherProperty","hasAudio":true}"#, 400, "streamId is missing"),
         (#"{"type":"subscriberSettings","subscriberId":"x","subscribeToAudio":"yes"}"#, 400, "subscribeToAudio is not a boolean"),
         (#"{"type":"subscriberSettings","subscriberId":"x","preferredResolution":{"width":0,"height":10}}"#, 400, "preferredResolution"),

@@ -16,6 +16,12 @@ final class FakeMediaEngine: SessionMediaEngine {
         var unsubscribed: [String] = []
         var events: [String: @Sendable (MediaEvent) -> Void] = [:]
         var subscriberEnded: [String: @Sendable (String) -> Void] = [:]
+        /// The streams the engine was last told to caption, and where their captions go.
+        var captioned: Set<String> = []
+        var captionsPartials = true
+        var onCaption: (@Sendable (String, String, Bool) -> Void)?
+        /// nil: captions can run.
+        var captionsUnavailable: String?
     }
 
     let calls = Mutex(Calls())
@@ -30,7 +36,10 @@ final class FakeMediaEngine: SessionMediaEngine {
     }
 
     func unpublish(streamID: String) {
-        calls.withLock { $0.unpublished.append(streamID) }
+        calls.withLock {
+            $0.unpublished.append(streamID)
+            $0.captioned.remove(streamID)
+        }
     }
 
     func subscribe(streamID: String, subscriberID: String, offer: String, ended: @escaping @Sendable (String) -> Void) throws(MediaEngineError) -> String {
@@ -47,6 +56,28 @@ final class FakeMediaEngine: SessionMediaEngine {
     }
 
     var counters: ForwardingCounters { ForwardingCounters(packetsForwarded: 12, bytesForwarded: 3456, packetsDropped: 1) }
+
+    var captionsUnavailable: String? { calls.withLock { $0.captionsUnavailable } }
+
+    func setCaptionedStreams(_ streamIDs: Set<String>, among candidates: Set<String>, partials: Bool,
+                             onCaption: @escaping @Sendable (String, String, Bool) -> Void) -> [String: String] {
+        calls.withLock { c in
+            c.captioned = c.captioned.subtracting(candidates).union(streamIDs)
+            c.captionsPartials = partials
+            c.onCaption = onCaption
+        }
+        return [:]
+    }
+
+    var captionCounters: CaptionTotals {
+        CaptionTotals(captionedStreams: calls.withLock { $0.captioned.count }, partials: 7, finals: 3, audioSeconds: 12.5, engineSeconds: 2.25)
+    }
+
+    /// A caption the engine recognised, as it would report it.
+    func caption(_ streamID: String, _ text: String, isFinal: Bool) {
+        let deliver = calls.withLock { $0.onCaption }
+        deliver?(streamID, text, isFinal)
+    }
 
     /// Reports a media event for a stream, as the engine would from any thread.
     func report(_ event: MediaEvent, streamID: String) {

@@ -27,6 +27,9 @@ final class ForwardedFrames: ReceivedRTPSink, @unchecked Sendable {   // state b
     let packetsDropped = Atomic<UInt64>(0)
     let packetsReceived = Atomic<UInt64>(0)
 
+    /// Who else gets the publisher's audio as it arrives (captions), if anyone.
+    let audioTap = Mutex<(any RoutedAudioTap)?>(nil)
+
     private let hub: MediaHub
     private let codecs: Codecs
     private let onDimensions: @Sendable (Int, Int) -> Void
@@ -97,6 +100,7 @@ final class ForwardedFrames: ReceivedRTPSink, @unchecked Sendable {   // state b
     }
 
     private func receiveAudio(_ view: RTPPacketView, payload: ArraySlice<UInt8>, now: Double) {
+        if let tap = audioTap.withLock({ $0 }) { payload.withUnsafeBytes { tap.received(opusPayload: $0) } }
         // The publisher's RTP clock is carried over to the hub's by one
         // offset, fixed at the first packet, so intervals stay exact.
         let offset = audioOffset ?? (hub.rtpTimestamp(.audio, at: .now()) &- view.timestamp)

@@ -78,3 +78,10 @@ public struct RoutingCounters: Sendable, Hashable {
         return sum
     }
 }
+
+/// Something that takes a routed stream's audio as it arrives, besides its
+/// subscribers (the router's captions): each Opus payload, on the stream's
+/// receive thread. It must copy what it keeps and never block.
+public protocol RoutedAudioTap: AnyObject, Sendable {
+    func received(opusPayload: UnsafeRawBufferPointer)
+}

@@ -209,6 +209,15 @@ public final class StreamRouter: Sendable {
         return stream.subscribers.setMedia(id: subscriberID, audio: audio, video: video)
     }
 
+    /// Hands a stream's audio, as it arrives, to `tap` as well (nil: to nobody
+    /// else). False when there is no such stream.
+    @discardableResult
+    public func setAudioTap(streamID: String, _ tap: (any RoutedAudioTap)?) -> Bool {
+        guard let stream = streams.withLock({ $0[streamID] }) else { return false }
+        stream.frames.audioTap.withLock { $0 = tap }
+        return true
+    }
+
     /// Every stream and subscriber ends (the router stops).
     public func stopAll() {
         let all = streams.withLock { s in defer { s.removeAll() }; return Array(s.values) }

@@ -64,6 +64,35 @@ public protocol SessionMediaEngine: Sendable {
     /// (videoDisableWarning, videoDisableWarningLifted, videoDisabled, videoEnabled).
     func onSubscriberVideoQuality(_ handler: @escaping @Sendable (_ subscriberID: String, _ messageType: String) -> Void)
     var counters: ForwardingCounters { get }
+
+    /// Why captions cannot run here (no speech engine installed), or nil when they can.
+    var captionsUnavailable: String? { get }
+    /// Makes `streamIDs` exactly the captioned streams of this session's
+    /// set `candidates` (start the new ones, stop the rest); captions arrive
+    /// on any thread, in order per stream. Returns the streams that could
+    /// not start, with why.
+    func setCaptionedStreams(_ streamIDs: Set<String>, among candidates: Set<String>, partials: Bool,
+                             onCaption: @escaping @Sendable (_ streamID: String, _ text: String, _ isFinal: Bool) -> Void) -> [String: String]
+    var captionCounters: CaptionTotals { get }
+}
+
+/// Live captions' totals since the engine started, for /metrics.
+public struct CaptionTotals: Sendable, Equatable {
+    /// Streams captioned now.
+    public var captionedStreams: Int
+    public var partials: UInt64
+    public var finals: UInt64
+    public var audioSeconds: Double
+    public var engineSeconds: Double
+
+    public init(captionedStreams: Int = 0, partials: UInt64 = 0, finals: UInt64 = 0, audioSeconds: Double = 0,
+                engineSeconds: Double = 0) {
+        self.captionedStreams = captionedStreams
+        self.partials = partials
+        self.finals = finals
+        self.audioSeconds = audioSeconds
+        self.engineSeconds = engineSeconds
+    }
 }
 
 extension SessionMediaEngine {
@@ -71,4 +100,11 @@ extension SessionMediaEngine {
     public func setSubscriberMedia(subscriberID: String, audio: Bool, video: Bool) {}
     public func setAudioFallback(streamID: String, enabled: Bool) {}
     public func onSubscriberVideoQuality(_ handler: @escaping @Sendable (_ subscriberID: String, _ messageType: String) -> Void) {}
+    /// Engines without a speech engine.
+    public var captionsUnavailable: String? { "this media engine does not caption" }
+    public func setCaptionedStreams(_ streamIDs: Set<String>, among candidates: Set<String>, partials: Bool,
+                                    onCaption: @escaping @Sendable (String, String, Bool) -> Void) -> [String: String] {
+        Dictionary(uniqueKeysWithValues: streamIDs.map { ($0, "this media engine does not caption") })
+    }
+    public var captionCounters: CaptionTotals { CaptionTotals() }
 }

@@ -41,8 +41,14 @@ let sessionPageHTML = #"""
   button { font: inherit; padding: 4px 12px; border: 1px solid #555; border-radius: 4px; background: #2a2a2a; color: #eee; }
   .state[data-state="connected"], #state[data-state="connected"] { color: #6c6; }
   .state[data-state="failed"], #state[data-state="disconnected"] { color: #e66; }
-  .caption { min-height: 1.4em; margin: 4px 0; font-size: 17px; color: #fff; }
-  .caption[data-final="false"] { color: #bbb; }
+  .view { position: relative; }
+  /* Live captions over the bottom of the picture, as broadcast captions are. */
+  .captions { position: absolute; left: 4%; right: 4%; bottom: 6%; text-align: center; font-size: 18px;
+              line-height: 1.35; color: #fff; pointer-events: none; }
+  .captions:empty { display: none; }
+  .captions span { background: rgba(0, 0, 0, 0.75); padding: 2px 6px; box-decoration-break: clone;
+                   -webkit-box-decoration-break: clone; }
+  .captions[data-final="false"] span { color: #ddd; }
   dl.stats { display: grid; grid-template-columns: max-content 1fr; gap: 0 10px; margin: 4px 0 0;
              font: 12px/1.4 ui-monospace, monospace; }
   dl.stats dt { color: #999; }
@@ -127,7 +133,8 @@ let sessionPageHTML = #"""
     el.className = "stream";
     el.dataset.streamId = stream.streamId;
     el.innerHTML = '<h2><span class="name"></span><span class="state" data-state="new">new</span></h2>' +
-      '<video autoplay muted playsinline></video><div class="caption"></div>' +
+      '<div class="view"><video autoplay muted playsinline></video>' +
+      '<div class="captions" role="region" aria-live="polite" aria-label="Live captions"></div></div>' +
       '<button type="button" class="mute">Unmute</button><dl class="stats"></dl>';
     el.querySelector(".name").textContent = (stream.name || stream.streamId) +
       (stream.width ? " (" + stream.width + "×" + stream.height + ")" : "");
@@ -158,13 +165,36 @@ let sessionPageHTML = #"""
       if (state.streams[tile.stream.streamId]) state.streams[tile.stream.streamId].state = pc.connectionState;
     });
     try {
-      tile.resource = await exchange(pc, new URL("streams/" + encodeURIComponent(tile.stream.streamId) + "/subscribe", base).href);
+      const url = new URL("streams/" + encodeURIComponent(tile.stream.streamId) + "/subscribe", base);
+      url.searchParams.set("connectionId", connectionId);
+      tile.resource = await exchange(pc, url.href);
+      // Captions of this stream come over the signalling, to this connection, once asked for;
+      // asked at once, so they show as soon as the session's captions start.
+      const subscriberId = tile.resource.split("/").pop();
+      if (socket && socket.readyState === WebSocket.OPEN) {
+        socket.send(JSON.stringify({ type: "subscriberSettings", subscriberId, subscribeToCaptions: true }));
+      }
     } catch (e) {
       setState(tile.stateEl, "failed");
       say("subscribing to " + (tile.stream.name || tile.stream.streamId) + " failed: " + e.message);
       return;
     }
     tile.timer = setInterval(() => sample(tile), 1000);
+  }
+
+  // A partial replaces the text shown; a final stays until the next caption, or 6 s.
+  function showCaption(tile, text, isFinal) {
+    const el = tile.el.querySelector(".captions");
+    clearTimeout(tile.captionTimer);
+    el.replaceChildren();
+    if (text) {
+      const span = document.createElement("span");
+      span.textContent = text;
+      el.appendChild(span);
+    }
+    el.dataset.final = String(isFinal);
+    if (isFinal && text) tile.captionTimer = setTimeout(() => el.replaceChildren(), 6000);
+    if (state.streams[tile.stream.streamId]) state.streams[tile.stream.streamId].caption = { text, isFinal };
   }
 
   function removeStream(streamId) {
@@ -284,11 +314,12 @@ let sessionPageHTML = #"""
         case "streamDestroyed": removeStream(m.streamId); break;
         case "caption": {
           const tile = tiles.get(m.streamId);
-          if (tile) {
-            const c = tile.el.querySelector(".caption");
-            c.textContent = m.text;
-            c.dataset.final = String(!!m.isFinal);
-          }
+          if (tile) showCaption(tile, m.text, !!m.isFinal);
+          break;
+        }
+        case "streamPropertyChanged": {
+          const tile = tiles.get(m.streamId);
+          if (tile && m.property === "hasCaptions" && m.newValue === false) showCaption(tile, "", true);
           break;
         }
         case "connectionDestroyed":

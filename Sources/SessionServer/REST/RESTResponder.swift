@@ -56,9 +56,15 @@ struct RESTResponder: HTTPResponder {
                 return try await publish(request, context, sessionID: sessionID)
             case "connect":
                 throw APIError(400, "this is the signalling WebSocket: connect with a WebSocket client (Upgrade: websocket)")
+            case "captions":
+                try only(method, .post)
+                return try await startCaptions(request, context, sessionID: sessionID)
             default:
                 throw APIError(404, "no such route")
             }
+        case 4 where parts[0...1] == ["v2", "captions"] && parts[3] == "stop":
+            try only(method, .post)
+            return try await stopCaptions(request, context, captionsID: parts[2])
         case 5 where parts[0...1] == ["v2", "sessions"] && parts[3] == "connections":
             try only(method, .delete)
             return try await forceDisconnect(request, context, sessionID: parts[2], connectionID: parts[4])
@@ -136,6 +142,69 @@ struct RESTResponder: HTTPResponder {
         return Response(status: .noContent, headers: corsHeaders)
     }
 
+    // MARK: Captions
+
+    private struct StartCaptionsBody: Decodable {
+        var languageCode: String?
+        var partialCaptions: Bool?
+        var maxDuration: Int?
+    }
+
+    /// Live captions for a routed session's streams whose publishers ask for
+    /// them: a moderator's or the project's call. 202 and the captions' id.
+    private func startCaptions(_ request: Request, _ context: Context, sessionID: String) async throws(APIError) -> Response {
+        _ = try await services.authorize(token: token(request), .session(sessionID, needs: .captions))
+        let body = try await decodeJSON(StartCaptionsBody.self, from: request, emptyMeans: StartCaptionsBody())
+        var settings = CaptionsSettings()
+        if let code = body.languageCode {
+            guard CaptionsSettings.languageCodes.contains(code) else {
+                throw APIError(400, "languageCode \"\(code.prefix(20))\" is not supported; the engine speaks \(CaptionsSettings.languageCodes.sorted().joined(separator: ", "))")
+            }
+            settings.languageCode = code
+        }
+        if let partials = body.partialCaptions { settings.partialCaptions = partials }
+        if let duration = body.maxDuration {
+            guard CaptionsSettings.durations.contains(duration) else {
+                throw APIError(400, "maxDuration must be \(CaptionsSettings.durations.lowerBound) to \(CaptionsSettings.durations.upperBound) seconds")
+            }
+            settings.maxDuration = duration
+        }
+        if registry.session(sessionID)?.mediaMode == .routed, let reason = services.media.captionsUnavailable {
+            throw APIError(503, "captions cannot run on this router: \(reason)")
+        }
+        let captionsID: String
+        do { captionsID = try registry.startCaptions(sessionID: sessionID, settings: settings) } catch { throw APIError(error) }
+        services.reconcileCaptions(sessionID: sessionID)
+        context.logger.info("captions started", metadata: ["session": "\(sessionID)", "captions": "\(captionsID)", "partials": "\(settings.partialCaptions)"])
+        // maxDuration: they stop by themselves, unless stopped before.
+        let services = services, seconds = settings.maxDuration
+        Task {
+            try? await Task.sleep(for: .seconds(seconds))
+            if services.registry.stopCaptions(captionsID: captionsID) != nil {
+                services.reconcileCaptions(sessionID: sessionID)
+                services.logger.info("captions stopped at their maxDuration", metadata: ["session": "\(sessionID)", "captions": "\(captionsID)"])
+            }
+        }
+        return json(.accepted, ["captionsId": captionsID])
+    }
+
+    private func stopCaptions(_ request: Request, _ context: Context, captionsID: String) async throws(APIError) -> Response {
+        let presented = token(request)
+        guard let sessionID = registry.captionsSession(captionsID) else {
+            // Authenticated first: an unknown id is told only to a valid token.
+            guard let presented else { throw APIError(401, "a token is required (Authorization: Bearer <token>)") }
+            do { _ = try await services.tokens.verify(presented) } catch { throw APIError(401, "\(error)") }
+            throw APIError(404, "no captions \(captionsID.prefix(128)) are running")
+        }
+        _ = try await services.authorize(token: presented, .session(sessionID, needs: .captions))
+        guard registry.stopCaptions(captionsID: captionsID) != nil else {
+            throw APIError(404, "no captions \(captionsID.prefix(128)) are running")
+        }
+        services.reconcileCaptions(sessionID: sessionID)
+        context.logger.info("captions stopped", metadata: ["session": "\(sessionID)", "captions": "\(captionsID)"])
+        return Response(status: .noContent, headers: corsHeaders)
+    }
+
     // MARK: Media (WHIP in, WHEP out)
 
     private func publish(_ request: Request, _ context: Context, sessionID: String) async throws(APIError) -> Response {
@@ -151,6 +220,8 @@ struct RESTResponder: HTTPResponder {
             }
         }
         let name = request.uri.queryParameters["name"].map { String($0.prefix(256)) } ?? ""
+        // OpenTok's publishCaptions, for a WHIP client that has no signalling connection to say it on.
+        let publishCaptions = request.uri.queryParameters["publishCaptions"].map(String.init) == "true"
         let offer = try await readOffer(request)
         let streamID: String
         do { streamID = try registry.reserveStream(sessionID: sessionID, connectionID: connectionID) } catch { throw APIError(error) }
@@ -162,13 +233,19 @@ struct RESTResponder: HTTPResponder {
             registry.cancelStream(sessionID: sessionID, streamID: streamID)
             throw APIError(error)
         }
+        if publishCaptions && !media.hasAudio {
+            services.media.unpublish(streamID: streamID)
+            registry.cancelStream(sessionID: sessionID, streamID: streamID)
+            throw APIError(400, SessionRegistry.missingAudioTrack(streamID) + " (publishCaptions with an offer that sends no audio)")
+        }
         let publisher: SessionRegistry.Publisher = connectionID.map { .connection($0) }
             ?? .bareWHIPClient(role: claims.role, data: claims.connectionData)
         let announced: (StreamInfo, SessionRegistry.MediaRelease?)
         do {
             announced = try registry.announceStream(
                 sessionID: sessionID, streamID: streamID, publisher: publisher, name: name,
-                hasAudio: media.hasAudio, hasVideo: media.hasVideo, videoType: .camera, tokenID: claims.tokenID)
+                hasAudio: media.hasAudio, hasVideo: media.hasVideo, videoType: .camera, tokenID: claims.tokenID,
+                publishCaptions: publishCaptions)
         } catch {
             services.media.unpublish(streamID: streamID)
             throw APIError(error)
@@ -178,6 +255,7 @@ struct RESTResponder: HTTPResponder {
         if request.uri.queryParameters["audioFallback"].map(String.init) == "false" {
             services.media.setAudioFallback(streamID: streamID, enabled: false)
         }
+        if announced.0.hasCaptions { services.reconcileCaptions(sessionID: sessionID) }
         context.logger.info("stream published", metadata: ["session": "\(sessionID)", "stream": "\(streamID)", "connection": "\(announced.0.connectionId)"])
         return sdp(.created, media.answer, location: "/v2/sessions/\(sessionID)/publish/\(streamID)")
     }
@@ -303,7 +381,8 @@ struct RESTResponder: HTTPResponder {
     // MARK: Metrics
 
     private func metrics(head: Bool) -> Response {
-        let text = RouterMetrics.render(counts: registry.counts(), forwarding: services.media.counters)
+        let text = RouterMetrics.render(counts: registry.counts(), forwarding: services.media.counters,
+                                        captions: services.media.captionCounters)
         var headers = corsHeaders
         headers[.contentType] = RouterMetrics.contentType
         let buffer = ByteBuffer(string: text)

@@ -3,7 +3,7 @@
 enum RouterMetrics {
     static let contentType = "text/plain; version=0.0.4; charset=utf-8"
 
-    static func render(counts: RegistryCounts, forwarding: ForwardingCounters) -> String {
+    static func render(counts: RegistryCounts, forwarding: ForwardingCounters, captions: CaptionTotals = CaptionTotals()) -> String {
         var out = ""
         func metric(_ name: String, _ type: String, _ help: String, _ value: String) {
             out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n\(name) \(value)\n"
@@ -15,6 +15,11 @@ enum RouterMetrics {
         metric("camagent_router_forwarded_packets_total", "counter", "RTP and RTCP packets the media engine forwarded.", String(forwarding.packetsForwarded))
         metric("camagent_router_forwarded_bytes_total", "counter", "Bytes the media engine forwarded.", String(forwarding.bytesForwarded))
         metric("camagent_router_dropped_packets_total", "counter", "Packets the media engine dropped instead of forwarding.", String(forwarding.packetsDropped))
+        metric("camagent_router_captioned_streams", "gauge", "Streams whose audio is being captioned.", String(captions.captionedStreams))
+        metric("camagent_router_captions_partial_total", "counter", "Partial captions (isFinal false) recognised.", String(captions.partials))
+        metric("camagent_router_captions_final_total", "counter", "Final captions recognised (one per utterance).", String(captions.finals))
+        metric("camagent_router_captions_audio_seconds_total", "counter", "Seconds of captioned audio through voice detection.", String(captions.audioSeconds))
+        metric("camagent_router_captions_engine_seconds_total", "counter", "Seconds the speech engine spent recognising.", String(captions.engineSeconds))
         return out
     }
 }

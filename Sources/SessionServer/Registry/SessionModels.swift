@@ -154,3 +154,29 @@ extension Date {
     /// Milliseconds since the Unix epoch, as the contract's `createdAt` fields carry them.
     var unixMilliseconds: Int64 { Int64((timeIntervalSince1970 * 1000).rounded(.down)) }
 }
+
+/// How a session's live captions run (the REST start's body).
+public struct CaptionsSettings: Sendable, Equatable {
+    /// Only "en-US": the engine is Whisper's English model.
+    public var languageCode: String
+    /// Partials (isFinal false) as well as finals.
+    public var partialCaptions: Bool
+    /// Seconds after which captions stop by themselves.
+    public var maxDuration: Int
+
+    public static let languageCodes: Set<String> = ["en-US"]
+    public static let durations = 300...14_400
+
+    public init(languageCode: String = "en-US", partialCaptions: Bool = true, maxDuration: Int = 14_400) {
+        self.languageCode = languageCode
+        self.partialCaptions = partialCaptions
+        self.maxDuration = maxDuration
+    }
+}
+
+/// A session's running captions.
+public struct CaptionsInfo: Sendable, Equatable {
+    public var captionsID: String
+    public var settings: CaptionsSettings
+    public var startedAt: Date
+}

@@ -25,6 +25,8 @@ public final class SessionRegistry: Sendable {
         /// Every subscriber, to its session and stream (ids are unique
         /// router-wide) and the `jti` of the token that subscribed.
         var subscribers: [String: (sessionID: String, streamID: String, tokenID: String?)] = [:]
+        /// Every running captions id, to its session.
+        var captions: [String: String] = [:]
     }
 
     private struct SessionState {
@@ -37,6 +39,8 @@ public final class SessionRegistry: Sendable {
         /// under the limit, and what the engine reports before they are
         /// announced is kept here.
         var pendingStreams: [String: PendingStream] = [:]
+        /// Live captions, while started (REST captions start/stop).
+        var captions: CaptionsInfo?
 
         func connectionIndex(_ id: String) -> Int? { connections.firstIndex { $0.info.connectionId == id } }
         func streamIndex(_ id: String) -> Int? { streams.firstIndex { $0.info.streamId == id } }
@@ -68,6 +72,8 @@ public final class SessionRegistry: Sendable {
         var ownsConnection: Bool
         /// The `jti` of the token whose WHIP POST made it (nil: made otherwise).
         var publisherTokenID: String?
+        /// Its publisher asks for captions (publishCaptions).
+        var publishCaptions = false
     }
 
     private struct PendingStream {
@@ -265,7 +271,7 @@ public final class SessionRegistry: Sendable {
     /// is no room for a bare client's connection any more.
     func announceStream(sessionID: String, streamID: String, publisher: Publisher, name: String,
                         hasAudio: Bool, hasVideo: Bool, videoType: VideoType,
-                        tokenID: String? = nil) throws(RegistryError) -> (StreamInfo, MediaRelease?) {
+                        tokenID: String? = nil, publishCaptions: Bool = false) throws(RegistryError) -> (StreamInfo, MediaRelease?) {
         let created = now()
         let (info, endedEarly) = try state.withLock { (state) throws(RegistryError) -> (StreamInfo, StreamEndReason?) in
             guard var session = state.sessions[sessionID] else { throw .noSuchSession(sessionID) }
@@ -285,10 +291,12 @@ public final class SessionRegistry: Sendable {
             }
             let info = StreamInfo(
                 streamId: streamID, connectionId: connectionID, name: name, hasAudio: hasAudio, hasVideo: hasVideo,
-                hasCaptions: false, videoType: videoType, width: pending.dimensions?.width ?? 0,
+                hasCaptions: session.captions != nil && publishCaptions && hasAudio, videoType: videoType,
+                width: pending.dimensions?.width ?? 0,
                 height: pending.dimensions?.height ?? 0, createdAt: created.unixMilliseconds)
             let ownsConnection = if case .bareWHIPClient = publisher { true } else { false }
-            session.streams.append(StreamState(info: info, ownsConnection: ownsConnection, publisherTokenID: tokenID))
+            session.streams.append(StreamState(info: info, ownsConnection: ownsConnection, publisherTokenID: tokenID,
+                                               publishCaptions: publishCaptions))
             session.broadcast(jsonText(ServerMessage.StreamCreated(stream: info)))
             state.sessions[sessionID] = session
             return (info, pending.endedReason)
@@ -344,16 +352,22 @@ public final class SessionRegistry: Sendable {
     }
 
     /// `publisherProperty`: only the stream's own connection may change
-    /// hasAudio or hasVideo; each change is a `streamPropertyChanged` to everyone.
-    func setStreamProperties(sessionID: String, streamID: String, requester: String,
-                             hasAudio: Bool?, hasVideo: Bool?) throws(RegistryError) {
+    /// hasAudio, hasVideo or publishCaptions; each change of a stream
+    /// property (hasCaptions follows the other two) is a
+    /// `streamPropertyChanged` to everyone. Captions on a stream without
+    /// audio are refused (MissingAudioTrack).
+    func setStreamProperties(sessionID: String, streamID: String, requester: String?,
+                             hasAudio: Bool?, hasVideo: Bool?, publishCaptions: Bool? = nil) throws(RegistryError) {
         try state.withLock { (state) throws(RegistryError) in
             guard var session = state.sessions[sessionID] else { throw .noSuchSession(sessionID) }
             guard let index = session.streamIndex(streamID) else { throw .noSuchStream(streamID) }
-            guard session.streams[index].info.connectionId == requester else {
+            if let requester, session.streams[index].info.connectionId != requester {
                 throw .notAllowed("stream \(streamID) is published by another connection")
             }
             var info = session.streams[index].info
+            if publishCaptions == true && !(hasAudio ?? info.hasAudio) {
+                throw .conflict(Self.missingAudioTrack(streamID))
+            }
             var changes: [ServerMessage.StreamPropertyChanged] = []
             if let hasAudio, hasAudio != info.hasAudio {
                 changes.append(.init(streamId: streamID, property: "hasAudio", oldValue: .bool(info.hasAudio), newValue: .bool(hasAudio)))
@@ -363,10 +377,16 @@ public final class SessionRegistry: Sendable {
                 changes.append(.init(streamId: streamID, property: "hasVideo", oldValue: .bool(info.hasVideo), newValue: .bool(hasVideo)))
                 info.hasVideo = hasVideo
             }
+            if let publishCaptions { session.streams[index].publishCaptions = publishCaptions }
             session.streams[index].info = info
             for change in changes { session.broadcast(jsonText(change)) }
+            Self.updateHasCaptions(&session, index: index)
             state.sessions[sessionID] = session
         }
+    }
+
+    static func missingAudioTrack(_ streamID: String) -> String {
+        "MissingAudioTrack: stream \(streamID) has no audio to caption"
     }
 
     /// The engine's report of the video size: `streamPropertyChanged`
@@ -481,5 +501,97 @@ public final class SessionRegistry: Sendable {
                 s.connectionIndex(connectionID).flatMap { s.connections[$0].subscriberSettings[subscriberID] }
             }
         }
+    }
+
+    // MARK: Captions
+
+    /// Starts live captions in a routed session. Streams whose publisher
+    /// asks for captions and that have audio get hasCaptions (a
+    /// `streamPropertyChanged` each). Returns the captions' id.
+    func startCaptions(sessionID: String, settings: CaptionsSettings) throws(RegistryError) -> String {
+        let started = now()
+        return try state.withLock { (state) throws(RegistryError) -> String in
+            guard var session = state.sessions[sessionID] else { throw .noSuchSession(sessionID) }
+            guard session.info.mediaMode == .routed else {
+                throw .conflict("captions need a routed session: in a relayed one the router never sees the audio")
+            }
+            if let running = session.captions {
+                throw .conflict("captions are already started in session \(sessionID) (captionsId \(running.captionsID))")
+            }
+            var id = RandomID.make()
+            while state.captions[id] != nil { id = RandomID.make() }
+            session.captions = CaptionsInfo(captionsID: id, settings: settings, startedAt: started)
+            for index in session.streams.indices { Self.updateHasCaptions(&session, index: index) }
+            state.captions[id] = sessionID
+            state.sessions[sessionID] = session
+            return id
+        }
+    }
+
+    /// The session of a running captions id.
+    func captionsSession(_ captionsID: String) -> String? {
+        state.withLock { $0.captions[captionsID] }
+    }
+
+    /// Stops live captions: every captioned stream's hasCaptions goes false.
+    /// Returns the session, or nil when no such captions run.
+    @discardableResult
+    func stopCaptions(captionsID: String) -> String? {
+        state.withLock { state -> String? in
+            guard let sessionID = state.captions.removeValue(forKey: captionsID),
+                  var session = state.sessions[sessionID] else { return nil }
+            session.captions = nil
+            for index in session.streams.indices { Self.updateHasCaptions(&session, index: index) }
+            state.sessions[sessionID] = session
+            return sessionID
+        }
+    }
+
+    /// The session's captions, while started.
+    public func captions(sessionID: String) -> CaptionsInfo? {
+        state.withLock { $0.sessions[sessionID]?.captions }
+    }
+
+    /// Which of a session's streams are captioned now, and whether their
+    /// captions send partials: what the media engine should be doing.
+    func captionedStreams(sessionID: String) -> (streamIDs: Set<String>, partials: Bool) {
+        state.withLock { state in
+            guard let session = state.sessions[sessionID], let captions = session.captions else { return ([], true) }
+            return (Set(session.streams.filter(\.info.hasCaptions).map(\.info.streamId)), captions.settings.partialCaptions)
+        }
+    }
+
+    /// A caption of a stream, to every connection with a subscriber of that
+    /// stream that asked for captions (subscribeToCaptions). Returns how many got it.
+    @discardableResult
+    func deliverCaption(sessionID: String, streamID: String, text: String, isFinal: Bool) -> Int {
+        state.withLock { state -> Int in
+            guard let session = state.sessions[sessionID],
+                  session.streams.contains(where: { $0.info.streamId == streamID && $0.info.hasCaptions }) else { return 0 }
+            let message = jsonText(ServerMessage.Caption(streamId: streamID, text: text, isFinal: isFinal))
+            var sent = 0
+            for connection in session.connections {
+                guard let outbox = connection.outbox else { continue }
+                let wants = connection.subscriberSettings.contains { id, settings in
+                    settings.subscribeToCaptions == true && state.subscribers[id]?.streamID == streamID
+                }
+                if wants {
+                    outbox.send(message)
+                    sent += 1
+                }
+            }
+            return sent
+        }
+    }
+
+    /// hasCaptions is: captions started, the publisher asks, the stream has
+    /// audio. A change is a `streamPropertyChanged` to everyone.
+    private static func updateHasCaptions(_ session: inout SessionState, index: Int) {
+        let stream = session.streams[index]
+        let captioned = session.captions != nil && stream.publishCaptions && stream.info.hasAudio
+        guard captioned != stream.info.hasCaptions else { return }
+        session.streams[index].info.hasCaptions = captioned
+        session.broadcast(jsonText(ServerMessage.StreamPropertyChanged(
+            streamId: stream.info.streamId, property: "hasCaptions", oldValue: .bool(!captioned), newValue: .bool(captioned))))
     }
 }

@@ -6,7 +6,7 @@ import FoundationEssentials
 enum ClientMessage: Equatable {
     /// To every other connection, or to `to` alone.
     case signal(signalType: String?, data: JSONValue, to: String?)
-    case publisherProperty(streamID: String, hasAudio: Bool?, hasVideo: Bool?)
+    case publisherProperty(streamID: String, hasAudio: Bool?, hasVideo: Bool?, publishCaptions: Bool?)
     case subscriberSettings(subscriberID: String, settings: SubscriberSettings)
     case ping
 
@@ -30,6 +30,7 @@ enum ClientMessage: Equatable {
         var streamId: String
         var hasAudio: Bool?
         var hasVideo: Bool?
+        var publishCaptions: Bool?
     }
 
     private struct Resolution: Decodable {
@@ -75,10 +76,11 @@ enum ClientMessage: Equatable {
             return .signal(signalType: fields.signalType, data: data, to: fields.to)
         case "publisherProperty":
             let fields = try decode(PublisherPropertyFields.self, bytes, type)
-            guard fields.hasAudio != nil || fields.hasVideo != nil else {
-                throw SignallingRefusal(400, "publisherProperty needs hasAudio or hasVideo")
+            guard fields.hasAudio != nil || fields.hasVideo != nil || fields.publishCaptions != nil else {
+                throw SignallingRefusal(400, "publisherProperty needs hasAudio, hasVideo or publishCaptions")
             }
-            return .publisherProperty(streamID: fields.streamId, hasAudio: fields.hasAudio, hasVideo: fields.hasVideo)
+            return .publisherProperty(streamID: fields.streamId, hasAudio: fields.hasAudio, hasVideo: fields.hasVideo,
+                                      publishCaptions: fields.publishCaptions)
         case "subscriberSettings":
             let fields = try decode(SubscriberSettingsFields.self, bytes, type)
             if let r = fields.preferredResolution {

@@ -67,6 +67,14 @@ enum ServerMessage {
         var reason: String
     }
 
+    /// Live caption text of a stream, to the connections subscribed to its captions.
+    struct Caption: Encodable {
+        var type = "caption"
+        var streamId: String
+        var text: String
+        var isFinal: Bool
+    }
+
     struct Pong: Encodable {
         var type = "pong"
     }

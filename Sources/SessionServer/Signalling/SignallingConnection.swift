@@ -93,9 +93,11 @@ struct SignallingConnection: Sendable {
                 registry.reply(sessionID: sessionID, connectionID: connectionID, jsonText(ServerMessage.Pong()))
             case .signal(let signalType, let data, let to):
                 try registry.signal(sessionID: sessionID, from: connectionID, to: to, signalType: signalType, data: data)
-            case .publisherProperty(let streamID, let hasAudio, let hasVideo):
+            case .publisherProperty(let streamID, let hasAudio, let hasVideo, let publishCaptions):
                 try registry.setStreamProperties(
-                    sessionID: sessionID, streamID: streamID, requester: connectionID, hasAudio: hasAudio, hasVideo: hasVideo)
+                    sessionID: sessionID, streamID: streamID, requester: connectionID, hasAudio: hasAudio, hasVideo: hasVideo,
+                    publishCaptions: publishCaptions)
+                if publishCaptions != nil || hasAudio != nil { services.reconcileCaptions(sessionID: sessionID) }
             case .subscriberSettings(let subscriberID, let settings):
                 try registry.storeSubscriberSettings(
                     sessionID: sessionID, connectionID: connectionID, subscriberID: subscriberID, settings: settings)

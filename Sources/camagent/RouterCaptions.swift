@@ -1,0 +1,95 @@
+import Captions
+import Logging
+import Publisher
+import SessionServer
+import Synchronization
+
+/// The router's live captions: one `StreamCaptioner` per captioned stream,
+/// fed by the stream's audio as the router receives it (a tap beside the
+/// forwarding, which is unchanged). The speech engine is looked for once, at
+/// start: without it the router runs as ever and captions say why not.
+final class RouterCaptions: Sendable {
+    private let router: StreamRouter
+    private let recognizers: Result<WhisperRecognizerFactory, CaptionError>
+    private let logger: Logger
+    private let captioners = Mutex<[String: StreamCaptioner]>([:])
+    /// What the captioners that stopped had counted.
+    private let retired = Mutex(CaptionCounters())
+
+    /// Hands one stream's audio to its captioner.
+    private final class Tap: RoutedAudioTap {
+        let captioner: StreamCaptioner
+        init(_ captioner: StreamCaptioner) { self.captioner = captioner }
+        func received(opusPayload: UnsafeRawBufferPointer) { captioner.receive(opusPayload: opusPayload) }
+    }
+
+    init(router: StreamRouter, configuration: WhisperConfiguration = WhisperConfiguration(), logger: Logger) {
+        self.router = router
+        self.logger = logger
+        do {
+            recognizers = .success(try WhisperRecognizerFactory(configuration: configuration))
+            logger.info("captions: engine \(configuration.libraryPath), model \(configuration.modelPath)")
+        } catch {
+            recognizers = .failure(error)
+            logger.notice("captions: unavailable: \(error)")
+        }
+    }
+
+    var unavailable: String? {
+        if case .failure(let error) = recognizers { return "\(error)" }
+        return nil
+    }
+
+    /// Starts captioners for `wanted`, stops those of `candidates` not in it.
+    func set(_ wanted: Set<String>, among candidates: Set<String>, partials: Bool,
+             onCaption: @escaping @Sendable (String, String, Bool) -> Void) -> [String: String] {
+        var failed: [String: String] = [:]
+        let running = captioners.withLock { Set($0.keys) }
+        for id in candidates.intersection(running).subtracting(wanted) { stop(streamID: id) }
+        for id in wanted.subtracting(running) {
+            let factory: WhisperRecognizerFactory
+            switch recognizers {
+            case .success(let f): factory = f
+            case .failure(let error):
+                failed[id] = "\(error)"
+                continue
+            }
+            do {
+                let captioner = try StreamCaptioner(streamID: id, recognizers: factory, settings: .init(partials: partials),
+                                                    logger: logger) { caption in
+                    onCaption(id, caption.text, caption.isFinal)
+                }
+                guard router.setAudioTap(streamID: id, Tap(captioner)) else {
+                    captioner.stop()
+                    failed[id] = "the stream has ended"
+                    continue
+                }
+                captioners.withLock { $0[id] = captioner }
+            } catch {
+                failed[id] = "\(error)"
+            }
+        }
+        return failed
+    }
+
+    /// The stream's captions end (captions stopped, or the stream ended).
+    func stop(streamID: String) {
+        guard let captioner = captioners.withLock({ $0.removeValue(forKey: streamID) }) else { return }
+        router.setAudioTap(streamID: streamID, nil)
+        captioner.stop()
+        let counted = captioner.statistics
+        retired.withLock { $0 = $0 + counted }
+        logger.info("captions: stream \(streamID) no longer captioned (\(counted.finals) finals, \(counted.partials) partials)")
+    }
+
+    func stopAll() {
+        for id in captioners.withLock({ Array($0.keys) }) { stop(streamID: id) }
+    }
+
+    var totals: CaptionTotals {
+        let live = captioners.withLock { Array($0.values) }
+        let sum = live.map(\.statistics).reduce(retired.withLock { $0 }, +)
+        return CaptionTotals(captionedStreams: live.count, partials: sum.partials, finals: sum.finals,
+                             audioSeconds: sum.audioSeconds, engineSeconds: sum.engineSeconds)
+    }
+}
