@@ -32,6 +32,7 @@ public final class Session: Sendable {
 
     private struct WeakSubscriber {
         weak var subscriber: Subscriber?
+        let streamId: String
     }
     private let readerStop = StopSignal()
 
@@ -163,11 +164,14 @@ public final class Session: Sendable {
                                         video: video, audio: audio, logger: logger, onEvent: onEvent)
         subscribers.withLock { list in
             list.removeAll { $0.subscriber == nil }
-            list.append(WeakSubscriber(subscriber: subscriber))
+            list.append(WeakSubscriber(subscriber: subscriber, streamId: streamId))
         }
-        // subscribeToAudio/Video reach the router, which then sends only what is wanted.
-        subscriber.onSettingsChange { [weak self, logger] id, audio, video in
-            do { try self?.subscriberSettings(subscriberId: id, subscribeToAudio: audio, subscribeToVideo: video) } catch {
+        // subscribeToAudio/Video/Captions reach the router, which then sends only what is wanted.
+        subscriber.onSettingsChange { [weak self, logger] id, wishes in
+            do {
+                try self?.subscriberSettings(subscriberId: id, subscribeToAudio: wishes.audio, subscribeToVideo: wishes.video,
+                                             subscribeToCaptions: wishes.captions)
+            } catch {
                 logger.notice("subscriberSettings for \(id) not sent: \(error)")
             }
         }
@@ -215,8 +219,14 @@ public final class Session: Sendable {
         end("disconnected")
     }
 
-    /// Audio fallback's steps, to the subscriber they name (if it is one of ours).
+    /// Audio fallback's steps, to the subscriber they name (if it is one of
+    /// ours); captions, to our subscribers of that stream.
     private func forwardToSubscriber(_ event: SessionEvent) {
+        if case .caption(let streamId, let text, let isFinal) = event {
+            let mine = subscribers.withLock { list in list.filter { $0.streamId == streamId }.compactMap(\.subscriber) }
+            for subscriber in mine { subscriber.routerSaid(.captionReceived(text: text, isFinal: isFinal)) }
+            return
+        }
         let id: String
         let change: SubscriberEvent
         switch event {

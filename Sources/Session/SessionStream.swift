@@ -5,6 +5,8 @@ public struct SessionStream: Sendable, Codable, Equatable {
     public var name: String
     public var hasAudio: Bool
     public var hasVideo: Bool
+    /// Its audio is being captioned (the session's captions run and its publisher asked).
+    public var hasCaptions: Bool
     public var width: Int
     public var height: Int
 }

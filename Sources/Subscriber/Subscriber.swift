@@ -32,7 +32,8 @@ public final class Subscriber: Sendable {
         var connections = 0
         var outcome: Result<Void, SubscriberError>?
         var resource: String?
-        var settingsHandler: (@Sendable (String, Bool, Bool) -> Void)?
+        var settingsHandler: (@Sendable (String, SubscriberWishes) -> Void)?
+        var subscribeToCaptions = false
     }
 
     /// - Parameters:
@@ -108,27 +109,45 @@ public final class Subscriber: Sendable {
         }
     }
 
+    /// Receive the stream's live captions (`captionReceived` events), when the
+    /// stream has them (hasCaptions). Off by default, as in OpenTok; may be
+    /// set before the captions start. Through `onSettingsChange` the router
+    /// is told.
+    public var subscribeToCaptions: Bool {
+        get { control.withLock { $0.subscribeToCaptions } }
+        set {
+            guard control.withLock({ c in defer { c.subscribeToCaptions = newValue }; return c.subscribeToCaptions != newValue })
+            else { return }
+            settingsChanged()
+        }
+    }
+
     /// The subscriber's id at the server: the last segment of its WHEP
     /// resource (camagent's router names subscribers so); nil when not connected.
     public var subscriberID: String? {
         control.withLock { $0.resource }.flatMap { $0.split(separator: "/").last.map(String.init) }
     }
 
-    /// Called (on the caller's thread) when subscribeToAudio/Video change, and
-    /// after each new connection while one is off, with the subscriber's id:
-    /// a `Session` sends them to the router as `subscriberSettings`.
-    public func onSettingsChange(_ handler: @escaping @Sendable (_ subscriberID: String, _ audio: Bool, _ video: Bool) -> Void) {
+    /// Called (on the caller's thread) when subscribeToAudio/Video/Captions
+    /// change, and after each new connection while one is not the default,
+    /// with the subscriber's id: a `Session` sends them to the router as
+    /// `subscriberSettings`.
+    public func onSettingsChange(_ handler: @escaping @Sendable (_ subscriberID: String, _ wishes: SubscriberWishes) -> Void) {
         control.withLock { $0.settingsHandler = handler }
     }
 
     /// What the router's signalling said about this subscriber (audio
-    /// fallback), from its `Session`: passed on as the subscriber's own event.
-    public func routerSaid(_ event: SubscriberEvent) { onEvent(event) }
+    /// fallback, captions), from its `Session`: passed on as the subscriber's
+    /// own event. Captions go only while subscribeToCaptions is on.
+    public func routerSaid(_ event: SubscriberEvent) {
+        if case .captionReceived = event, !subscribeToCaptions { return }
+        onEvent(event)
+    }
 
     private func settingsChanged() {
-        let (handler, id) = control.withLock { ($0.settingsHandler, $0.resource) }
+        let (handler, id, captions) = control.withLock { ($0.settingsHandler, $0.resource, $0.subscribeToCaptions) }
         guard let handler, let id = id?.split(separator: "/").last else { return }
-        handler(String(id), subscribeToAudio, subscribeToVideo)
+        handler(String(id), SubscriberWishes(audio: subscribeToAudio, video: subscribeToVideo, captions: captions))
     }
 
     public var state: SubscriberState { control.withLock { $0.state } }
@@ -287,7 +306,8 @@ public final class Subscriber: Sendable {
                     c.selectedPair = pair
                     c.resource = session.resourceURL
                 }
-                if !subscribeToVideo || !subscribeToAudio { settingsChanged() }   // a new subscriber id at the server
+                // A new subscriber id at the server: it hears what differs from the defaults.
+                if !subscribeToVideo || !subscribeToAudio || subscribeToCaptions { settingsChanged() }
                 setState(.connected)
                 onEvent(reconnecting ? .reconnected(selectedPair: pair) : .connected(codecs: codecs.joined(separator: "+"), selectedPair: pair))
             case .failed(.peerClosed):

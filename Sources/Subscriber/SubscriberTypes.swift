@@ -26,6 +26,19 @@ public struct SubscriberSettings: Sendable {
     public init() {}
 }
 
+/// What a subscriber wants the router to send it (its subscriberSettings).
+public struct SubscriberWishes: Sendable, Equatable {
+    public var audio: Bool
+    public var video: Bool
+    public var captions: Bool
+
+    public init(audio: Bool, video: Bool, captions: Bool) {
+        self.audio = audio
+        self.video = video
+        self.captions = captions
+    }
+}
+
 public enum SubscriberState: String, Sendable {
     case connecting, connected, reconnecting, ended, failed, stopped
 }
@@ -49,6 +62,9 @@ public enum SubscriberEvent: Sendable {
     /// Audio fallback: the router warns that heavy loss may stop video (and lifts the warning).
     case videoDisableWarning
     case videoDisableWarningLifted
+    /// Live caption text of the stream (subscribeToCaptions): partials while
+    /// an utterance goes on, then one final.
+    case captionReceived(text: String, isFinal: Bool)
     /// The sender ended the stream; the subscriber stops.
     case streamEnded(reason: String)
     /// Reconnecting did not succeed within the window: the subscriber stops.

@@ -2,6 +2,7 @@ import ArgumentParser
 import AudioDevices
 import Foundation
 import Logging
+import MediaFiles
 import MediaTypes
 import Networking
 import Publisher
@@ -29,7 +30,7 @@ struct PublishCommand: ParsableCommand {
 
     @OptionGroup var video: VideoSourceOptions
 
-    @Option(help: "Audio: an ALSA capture device, 'auto' (the default device, silence without a sound card), 'test-tone' (a 1 kHz sine) or 'none'.")
+    @Option(help: "Audio: an ALSA capture device, 'auto' (the default device, silence without a sound card), 'test-tone' (a 1 kHz sine), 'file:PATH' (a 16-bit PCM WAV played once, then silence: tests and demos) or 'none'.")
     var audio = "auto"
 
     @Option(help: "Audio channels: 1 or 2.")
@@ -46,9 +47,15 @@ struct PublishCommand: ParsableCommand {
         whip ?? session.map { url in
             var base = url
             while base.hasSuffix("/") { base.removeLast() }
-            return base + "/publish" + (audioFallback ? "" : "?audioFallback=false")
+            var query: [String] = []
+            if !audioFallback { query.append("audioFallback=false") }
+            if captions { query.append("publishCaptions=true") }
+            return base + "/publish" + (query.isEmpty ? "" : "?" + query.joined(separator: "&"))
         }
     }
+
+    @Flag(help: "With --session: ask for live captions of this stream's audio (publishCaptions). The router recognises speech while the session's captions run (POST /v2/sessions/SID/captions) and sends the text to subscribers that want it. Needs audio.")
+    var captions = false
 
     @Flag(name: .customLong("audio-fallback"), inversion: .prefixedNo,
           help: "With --session: let the router stop sending video to a subscriber under heavy loss, and send it again when the loss clears (OpenTok's audio fallback).")
@@ -125,6 +132,10 @@ struct PublishCommand: ParsableCommand {
         if let stun, parseHostPort(stun) == nil { throw ValidationError("--stun takes host:port with a numeric IP") }
         if session != nil && whip != nil { throw ValidationError("--session and --whip contradict each other: --session is a WHIP endpoint too") }
         if session != nil && token == nil { throw ValidationError("--session needs --token: a publisher token of that session (camagent token)") }
+        if captions && session == nil {
+            throw ValidationError("--captions needs --session: speech is recognised by a camagent router session (camagent router), not by the built-in viewer")
+        }
+        if audio.hasPrefix("file:") && audio.count == 5 { throw ValidationError("--audio file: needs a path (file:PATH.wav)") }
     }
 
     func run() throws {
@@ -135,12 +146,29 @@ struct PublishCommand: ParsableCommand {
         // Read (or made) before any device opens: a bad token file fails at once (exit 78).
         let fileToken = try viewerTokenFile.map(loadViewerToken)
 
+        // Captions are recognised from the stream's audio: without audio, OpenTok's MissingAudioTrack.
+        if captions && audio == "none" {
+            printError("camagent: MissingAudioTrack: --captions needs audio to recognise, and --audio none publishes none")
+            throw ExitCode(ExitCodes.missingAudioTrack)
+        }
         // Audio first: a missing sound card should fail before the camera opens.
         var audioDevice: (any AudioDevice)?
         let format = AudioFormat(sampleRate: 48_000, channels: channels)
         switch audio {
         case "none": break
         case "test-tone": audioDevice = SilentAudioCapture(format: format, toneFrequency: 1000)
+        case let name where name.hasPrefix("file:"):
+            let path = String(name.dropFirst(5))
+            let file: WAVFile
+            do { file = try WAVFile(path: path) } catch {
+                printError("camagent: --audio \(name): \(error)")
+                throw ExitCode(ExitCodes.noSuchDevice)
+            }
+            let samples = file.converted(toRate: format.sampleRate, channels: format.channels)
+            printError("audio:     \(path): \(file.sampleRate) Hz \(file.channels) ch, \((Double(samples.count / format.channels) / Double(format.sampleRate)).formatted(decimals: 1)) s, played once, then silence")
+            audioDevice = SilentAudioCapture(format: format, playing: samples, name: name) { event in
+                out.audioFile(event, path: path)
+            }
         default:
             do {
                 let (device, warning) = try AudioCaptureChoice.make(name: audio, format: format, logger: logger)
@@ -354,6 +382,25 @@ final class EventPrinter: Sendable {
         lock.withLock { _ in _ = bytes.utf8CString.withUnsafeBufferPointer { write(1, $0.baseAddress, $0.count - 1) } }
     }
 
+    private struct AudioFileLine: Encodable {
+        var event = "audio"
+        var state: String
+        var path: String
+        /// CLOCK_MONOTONIC seconds of the chunk (Python's time.monotonic()).
+        var monotonic: Double
+    }
+
+    /// A played file's start and end, with the capture time of their chunks.
+    func audioFile(_ event: SilentAudioCapture.ClipEvent, path: String) {
+        let (state, time) = switch event {
+        case .started(let t): ("fileStarted", t)
+        case .ended(let t): ("fileEnded", t)
+        }
+        if json { line(JSONOutput.line(AudioFileLine(state: state, path: path, monotonic: time.seconds))) } else {
+            printError("audio:     \(path) \(state == "fileStarted" ? "started" : "ended, silence follows")")
+        }
+    }
+
     private struct StateLine: Encodable { var event = "state"; var state: String; var resource: String?; var codec: String?; var selectedPair: String?; var reason: String?; var error: String? }
 
     func event(_ event: PublisherEvent) {
@@ -506,6 +553,8 @@ extension ExitCodes {
     static let connectionFailed: Int32 = 83
     /// The built-in viewer server could not listen (address in use, unknown address).
     static let listenFailed: Int32 = 84
+    /// `--captions` without audio (OpenTok's MissingAudioTrack).
+    static let missingAudioTrack: Int32 = 87
 
     static func code(for error: PublisherError) -> Int32 {
         switch error {

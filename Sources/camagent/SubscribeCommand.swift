@@ -78,6 +78,9 @@ struct SubscribeCommand: ParsableCommand {
     @Flag(help: "Offer loopback addresses as ICE candidates (server on the same host).")
     var loopbackCandidates = false
 
+    @Flag(help: "With --session: receive the stream's live captions (subscribeToCaptions) and print them: each final as a line 'caption: TEXT' on stdout (partials on the status line), or every caption as a JSON line with --json.")
+    var captions = false
+
     @Flag(help: "Print events and stats as JSON lines on stdout.")
     var json = false
 
@@ -90,6 +93,7 @@ struct SubscribeCommand: ParsableCommand {
         if (session == nil) == (whep == nil) { throw ValidationError("give one of --session URL or --whep URL") }
         if session != nil && token == nil { throw ValidationError("--session needs --token: a subscriber token of that session (camagent token)") }
         if whep != nil && (stream != nil || name != nil || first) { throw ValidationError("--stream, --name and --first choose a stream of a --session") }
+        if whep != nil && captions { throw ValidationError("--captions needs --session: captions come over the session's signalling") }
         if stream != nil && name != nil { throw ValidationError("--stream and --name contradict each other") }
         if noAudio && noVideo { throw ValidationError("--no-audio and --no-video together leave nothing to receive") }
         if !(1...2).contains(channels) { throw ValidationError("--channels must be 1 or 2") }
@@ -133,10 +137,13 @@ struct SubscribeCommand: ParsableCommand {
             client.delegate = watch
             do { try client.connect() } catch { throw fail(error) }
             let chosen = try choose(in: client, out: out)
-            watch.follow(chosen.streamId) { enabled in
+            var onCaptions: (@Sendable (Bool) -> Void)?
+            if captions { onCaptions = { @Sendable on in out.captions(on) } }
+            watch.follow(chosen.streamId, onCaptions: onCaptions) { enabled in
                 out.event(enabled ? .videoEnabled(.publishVideo) : .videoDisabled(.publishVideo))
             }
             if !chosen.hasVideo { out.event(.videoDisabled(.publishVideo)) }
+            if captions && chosen.hasCaptions { out.captions(true) }
             joined = (client, chosen, watch)
             endpoint = client.subscribeURL(streamId: chosen.streamId)
             streamLabel = "stream \(chosen.streamId) (\"\(chosen.name)\")"
@@ -157,8 +164,13 @@ struct SubscribeCommand: ParsableCommand {
         let subscriber: Subscriber
         do {
             if let joined {
-                subscriber = try joined.session.subscribe(streamId: joined.stream.streamId, settings: settings,
-                                                          video: videoRenderer, audio: audioRenderer) { event in out.event(event) }
+                let streamId = joined.stream.streamId
+                subscriber = try joined.session.subscribe(streamId: streamId, settings: settings,
+                                                          video: videoRenderer, audio: audioRenderer) { event in
+                    out.event(event, stream: streamId)
+                }
+                // Said to the router once connected (and again after each reconnection).
+                subscriber.subscribeToCaptions = captions
             } else {
                 subscriber = try Subscriber(endpoint: endpoint, token: token, settings: settings, video: videoRenderer,
                                             audio: audioRenderer, logger: logger) { event in out.event(event) }
@@ -266,10 +278,16 @@ enum StdinControl {
 /// Follows the session's events for the subscribed stream: its end's
 /// reason, and its publisher turning video off and on.
 final class SessionWatch: SessionDelegate {
-    private let state = Mutex<(streamId: String?, ended: String?, onVideo: (@Sendable (Bool) -> Void)?)>((nil, nil, nil))
+    private struct Followed {
+        var streamId: String?
+        var ended: String?
+        var onVideo: (@Sendable (Bool) -> Void)?
+        var onCaptions: (@Sendable (Bool) -> Void)?
+    }
+    private let state = Mutex(Followed())
 
-    func follow(_ streamId: String, onVideo: @escaping @Sendable (Bool) -> Void) {
-        state.withLock { $0 = (streamId, nil, onVideo) }
+    func follow(_ streamId: String, onCaptions: (@Sendable (Bool) -> Void)? = nil, onVideo: @escaping @Sendable (Bool) -> Void) {
+        state.withLock { $0 = Followed(streamId: streamId, onVideo: onVideo, onCaptions: onCaptions) }
     }
 
     func session(_ session: Session, didReceive event: SessionEvent) {
@@ -278,6 +296,9 @@ final class SessionWatch: SessionDelegate {
             state.withLock { s in if s.streamId == id { s.ended = reason } }
         case .streamPropertyChanged(let id, "hasVideo", _, let value):
             let callback = state.withLock { s in s.streamId == id ? s.onVideo : nil }
+            callback?(value == "true")
+        case .streamPropertyChanged(let id, "hasCaptions", _, let value):
+            let callback = state.withLock { s in s.streamId == id ? s.onCaptions : nil }
             callback?(value == "true")
         default:
             break
@@ -375,8 +396,32 @@ final class SubscriberPrinter: Sendable {
         }
     }
 
-    func event(_ event: SubscriberEvent) {
+    private struct CaptionLine: Encodable {
+        var event = "caption"
+        var streamId: String?
+        var text: String
+        var isFinal: Bool
+        /// CLOCK_MONOTONIC seconds at arrival (Python's time.monotonic()), for latency measurements.
+        var monotonic: Double
+    }
+
+    /// The stream's captions started (hasCaptions true) or stopped.
+    func captions(_ on: Bool) {
+        say(EventLine(event: "captions", state: on ? "started" : "stopped"), on ? "captions:  started" : "captions:  stopped")
+    }
+
+    func event(_ event: SubscriberEvent, stream: String? = nil) {
         switch event {
+        case .captionReceived(let text, let isFinal):
+            if json {
+                line(CaptionLine(streamId: stream, text: text, isFinal: isFinal, monotonic: MonotonicTimestamp.now().seconds))
+            } else if isFinal {
+                status.finish()
+                let out = "caption: \(text)\n"
+                _ = out.utf8CString.withUnsafeBufferPointer { write(1, $0.baseAddress, $0.count - 1) }
+            } else {
+                status.show("caption … \(text)")
+            }
         case .connected(let codecs, let pair):
             say(EventLine(event: "state", state: "connected", codecs: codecs, selectedPair: pair),
                 "connected: \(codecs) via \(pair ?? "?")")

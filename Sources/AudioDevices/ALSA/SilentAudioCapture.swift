@@ -5,8 +5,9 @@ import MediaTypes
 import Synchronization
 
 /// Capture for a box with no sound card: 10 ms chunks of silence (or, as
-/// the audio twin of the test pattern, a sine tone), paced by the monotonic
-/// clock on an absolute schedule, so it does not drift.
+/// the audio twin of the test pattern, a sine tone; or a recording played
+/// once, then silence), paced by the monotonic clock on an absolute
+/// schedule, so it does not drift.
 public final class SilentAudioCapture: AudioDevice {
     public let bus: AudioBus
     private let format: AudioFormat
@@ -18,8 +19,26 @@ public final class SilentAudioCapture: AudioDevice {
     public init(format: AudioFormat, toneFrequency: Double? = nil, level: Double = 0.25) {
         self.format = format
         bus = AudioBus(renderFormat: format)
-        side = SilentSide(format: format, bus: bus, tone: toneFrequency.map { ($0, level) })
+        side = SilentSide(format: format, bus: bus, tone: toneFrequency.map { ($0, level) }, clip: nil)
         name = toneFrequency.map { "test-tone \(Int($0)) Hz" } ?? "silence"
+    }
+
+    /// What happens to a recording being played.
+    public enum ClipEvent: Sendable {
+        /// Its first sample is in the chunk captured at this time.
+        case started(MonotonicTimestamp)
+        /// Its last sample is in the chunk captured at this time; silence follows.
+        case ended(MonotonicTimestamp)
+    }
+
+    /// Plays `samples` (interleaved, in `format` already) once at real-time
+    /// pace, then silence; `name` is what the settings show (file:PATH).
+    public init(format: AudioFormat, playing samples: [Int16], name: String,
+                events: @escaping @Sendable (ClipEvent) -> Void = { _ in }) {
+        self.format = format
+        bus = AudioBus(renderFormat: format)
+        side = SilentSide(format: format, bus: bus, tone: nil, clip: (samples, events))
+        self.name = name
     }
 
     public var captureSettings: AudioSettings? {
@@ -44,12 +63,15 @@ public final class SilentAudioCapture: AudioDevice {
         let format: AudioFormat
         let bus: AudioBus
         let tone: (frequency: Double, level: Double)?
+        let clip: (samples: [Int16], events: @Sendable (ClipEvent) -> Void)?
         private let lock = Synchronization.Mutex<(thread: StoppableThread?, stats: AudioStatistics)>((nil, AudioStatistics()))
 
-        init(format: AudioFormat, bus: AudioBus, tone: (Double, Double)?) {
+        init(format: AudioFormat, bus: AudioBus, tone: (Double, Double)?,
+             clip: ([Int16], @Sendable (ClipEvent) -> Void)?) {
             self.format = format
             self.bus = bus
             self.tone = tone
+            self.clip = clip
         }
 
         var isRunning: Bool { lock.withLock { $0.thread != nil } }
@@ -83,6 +105,17 @@ public final class SilentAudioCapture: AudioDevice {
             }
         }
 
+        /// The recording's next chunk, or silence after its end.
+        private func fillClip(_ samples: UnsafeMutableBufferPointer<Int16>,
+                              _ clip: (samples: [Int16], events: @Sendable (ClipEvent) -> Void),
+                              chunk: Int64, at due: MonotonicTimestamp) {
+            let start = Int(chunk) * format.samplesPerChunk
+            let end = min(start + format.samplesPerChunk, clip.samples.count)
+            for i in 0..<format.samplesPerChunk { samples[i] = start + i < end ? clip.samples[start + i] : 0 }
+            if chunk == 0 && !clip.samples.isEmpty { clip.events(.started(due)) }
+            if start < clip.samples.count && end == clip.samples.count { clip.events(.ended(due)) }
+        }
+
         private func run(_ signal: StopSignal) {
             let samples = UnsafeMutableBufferPointer<Int16>.allocate(capacity: format.samplesPerChunk)
             samples.initialize(repeating: 0)
@@ -94,6 +127,7 @@ public final class SilentAudioCapture: AudioDevice {
                 let wait = (due - MonotonicTimestamp.now()).milliseconds
                 if wait > 0 { signal.wait(milliseconds: Int32(wait.rounded(.up))); continue }
                 if let tone { fillTone(samples, tone, firstFrame: index * Int64(format.framesPerChunk)) }
+                if let clip { fillClip(samples, clip, chunk: index, at: due) }
                 bus.deliverCaptured(AudioChunk(timestamp: due, format: format, samples: UnsafeBufferPointer(samples)))
                 index += 1
                 let now = MonotonicTimestamp.now()

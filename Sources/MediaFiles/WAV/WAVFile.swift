@@ -115,3 +115,31 @@ public struct WAVFile: Sendable {
         }
     }
 }
+
+extension WAVFile {
+    /// The samples at another rate and channel count (for playing a file into
+    /// a capture format): channels mixed down or copied, rate changed by
+    /// linear interpolation, which suits speech and tones for tests and demos.
+    public func converted(toRate rate: Int, channels outChannels: Int) -> [Int16] {
+        let frames = samples.count / channels
+        guard frames > 0 else { return [] }
+        var mono = [Float](repeating: 0, count: frames)
+        for f in 0..<frames {
+            var sum: Float = 0
+            for c in 0..<channels { sum += Float(samples[f * channels + c]) }
+            mono[f] = sum / Float(channels)
+        }
+        let outFrames = Int((Double(frames) * Double(rate) / Double(sampleRate)).rounded(.down))
+        var out = [Int16](repeating: 0, count: outFrames * outChannels)
+        let step = Double(sampleRate) / Double(rate)
+        for f in 0..<outFrames {
+            let position = Double(f) * step
+            let i = Int(position)
+            let t = Float(position - Double(i))
+            let a = mono[min(i, frames - 1)], b = mono[min(i + 1, frames - 1)]
+            let value = Int16(max(-32768, min(32767, (a + (b - a) * t).rounded())))
+            for c in 0..<outChannels { out[f * outChannels + c] = value }
+        }
+        return out
+    }
+}
