@@ -253,7 +253,7 @@ let package = Package(
         .testTarget(name: "MediaFilesTests", dependencies: ["MediaFiles", "MediaTypes", "PixelConversion"]),
         .testTarget(
             name: "CaptionsTests",
-            dependencies: ["Captions", "Encoders", "MediaTypes", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["Captions", "Encoders", "MediaTypes", "MediaFiles", .product(name: "Logging", package: "swift-log")]
         ),
     ],
     swiftLanguageModes: [.v6]
