@@ -101,7 +101,10 @@ def test_own_render_into_own_capture(tmp_path, tone):
     assert played.returncode == 0, played.stderr
     summary, _ = finish(proc)
     check_tone(out)
-    assert summary["xruns"] == 0 and summary["timestampsMonotonic"] is True
+    # Overruns depend on how busy the host is (a CI run once saw 6 while other work shared its
+    # 2 cores): not asserted to be zero. Each must be recovered, and the tone above must still
+    # be whole (pitch, level, length), which is what a lost or mangled recovery would break.
+    assert summary["recoveries"] == summary["xruns"] and summary["timestampsMonotonic"] is True, summary
     play = last_json(played.stdout)
     assert play["framesPlayed"] >= play["framesInFile"]
 
