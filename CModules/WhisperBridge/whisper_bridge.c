@@ -73,6 +73,10 @@ int cw_transcribe(void *opaque, const float *samples, int count, int audio_ctx, 
     text[0] = 0;
     struct whisper_full_params p = engine->params;
     p.audio_ctx = audio_ctx;
+    // Speech is at most ~4 words (~6 tokens) a second: a cap of 16 + 8 per second stops a
+    // repetition loop (tiny models fall into them on short audio) within a few tokens of
+    // the real text, instead of at the context's end (seen: 900 characters, 30 s of CPU).
+    p.max_tokens = 16 + count / 2000;
     if (whisper_full(engine->context, p, samples, count) != 0) {
         snprintf(text, text_size, "whisper_full failed on %d samples", count);
         return -1;

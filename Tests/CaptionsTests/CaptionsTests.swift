@@ -202,8 +202,8 @@ private struct MissingEngine: SpeechRecognizerFactory {
 
     @Test func audioContextFitsTheUtterance() {
         let c = WhisperConfiguration(prefix: "/x")
-        #expect(c.audioContext(forSamples: 16_000) == 192)      // 1 s: 50 + 100 margin → 192
-        #expect(c.audioContext(forSamples: 160_000) == 640)     // 10 s
+        #expect(c.audioContext(forSamples: 16_000) == 512)      // 1 s: 50 + 100 margin, but at least 512
+        #expect(c.audioContext(forSamples: 160_000) == 640)     // 10 s: 500 + 100 → 640
         #expect(c.audioContext(forSamples: 16_000 * 40) == 1500)
         #expect(WhisperConfiguration(prefix: "/x", audioContext: 512).audioContext(forSamples: 16_000) == 512)
     }

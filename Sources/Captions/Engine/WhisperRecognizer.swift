@@ -30,11 +30,13 @@ public struct WhisperConfiguration: Sendable, Equatable {
     }
 
     /// The encoder context for `count` samples at 16 kHz: the utterance's own
-    /// length plus two seconds of margin, in steps of 64, within Whisper's 1500.
+    /// length plus two seconds of margin, in steps of 64, at least 512 (about
+    /// 10 s: tiny.en fell into repetition loops on a one-second partial at 192,
+    /// and 512 costs little more than less), within Whisper's 1500.
     func audioContext(forSamples count: Int) -> Int {
         if let audioContext { return audioContext }
         let frames = count / 320 + 100
-        return min(1500, (frames + 63) / 64 * 64)
+        return min(1500, max(512, (frames + 63) / 64 * 64))
     }
 }
 
