@@ -8,10 +8,11 @@
 // side; camagent sees only the calls below (Sources/Captions/Engine/
 // WhisperRecognizer.swift declares the same signatures).
 //
-//   int   cw_bridge_version(void)            -> 1 (the ABI of this file)
+//   int   cw_bridge_version(void)            -> 2 (the ABI of this file)
 //   void *cw_open(model, threads, err, errlen) -> engine, or NULL and a reason in err
-//   int   cw_transcribe(engine, samples, count, audio_ctx, text, textlen)
-//         -> bytes of UTF-8 text written (NUL-terminated), or -1 and a reason in text
+//   int   cw_transcribe(engine, samples, count, audio_ctx, beam_size, text, textlen)
+//         -> bytes of UTF-8 text written (NUL-terminated), or -1 and a reason in text;
+//         beam_size 0 or 1 decodes greedily
 //   void  cw_close(engine)
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +21,8 @@
 
 struct cw_engine {
     struct whisper_context *context;
-    struct whisper_full_params params;
+    struct whisper_full_params greedy;
+    struct whisper_full_params beam;
 };
 
 // whisper and ggml print progress and model details on stderr; the agent has
@@ -29,7 +31,7 @@ static void cw_quiet(enum ggml_log_level level, const char *text, void *user) {
     (void)level; (void)text; (void)user;
 }
 
-int cw_bridge_version(void) { return 1; }
+int cw_bridge_version(void) { return 2; }
 
 void *cw_open(const char *model, int threads, char *error, size_t error_size) {
     whisper_log_set(cw_quiet, NULL);
@@ -47,31 +49,37 @@ void *cw_open(const char *model, int threads, char *error, size_t error_size) {
         return NULL;
     }
     engine->context = context;
-    // Greedy decoding of one short utterance at a time: no text carried over
-    // (each utterance stands alone), one segment, no timestamps, no fallback
-    // to higher temperatures (a live caption cannot wait for retries).
-    struct whisper_full_params p = whisper_full_default_params(WHISPER_SAMPLING_GREEDY);
-    p.n_threads = threads > 0 ? threads : 1;
-    p.no_context = true;
-    p.single_segment = true;
-    p.no_timestamps = true;
-    p.print_special = false;
-    p.print_progress = false;
-    p.print_realtime = false;
-    p.print_timestamps = false;
-    p.suppress_blank = true;
-    p.temperature_inc = 0.0f;
-    p.greedy.best_of = 1;
-    p.language = "en";
-    engine->params = p;
+    // One short utterance at a time: no text carried over (each utterance stands
+    // alone), one segment, no timestamps, no fallback to higher temperatures (a live
+    // caption cannot wait for retries). Greedy for partials; a beam for finals, which
+    // hears more words right for a little more CPU.
+    for (int strategy = 0; strategy < 2; strategy++) {
+        struct whisper_full_params p = whisper_full_default_params(
+            strategy == 0 ? WHISPER_SAMPLING_GREEDY : WHISPER_SAMPLING_BEAM_SEARCH);
+        p.n_threads = threads > 0 ? threads : 1;
+        p.no_context = true;
+        p.single_segment = true;
+        p.no_timestamps = true;
+        p.print_special = false;
+        p.print_progress = false;
+        p.print_realtime = false;
+        p.print_timestamps = false;
+        p.suppress_blank = true;
+        p.temperature_inc = 0.0f;
+        p.greedy.best_of = 1;
+        p.language = "en";
+        if (strategy == 0) engine->greedy = p; else engine->beam = p;
+    }
     return engine;
 }
 
-int cw_transcribe(void *opaque, const float *samples, int count, int audio_ctx, char *text, size_t text_size) {
+int cw_transcribe(void *opaque, const float *samples, int count, int audio_ctx, int beam_size,
+                  char *text, size_t text_size) {
     struct cw_engine *engine = opaque;
     if (text_size == 0) return -1;
     text[0] = 0;
-    struct whisper_full_params p = engine->params;
+    struct whisper_full_params p = beam_size > 1 ? engine->beam : engine->greedy;
+    if (beam_size > 1) p.beam_search.beam_size = beam_size;
     p.audio_ctx = audio_ctx;
     // Speech is at most ~4 words (~6 tokens) a second: a cap of 16 + 8 per second stops a
     // repetition loop (tiny models fall into them on short audio) within a few tokens of

@@ -83,7 +83,7 @@ private func run(_ detector: inout UtteranceDetector, _ levels: [Double]) -> [Ut
 /// Says how many samples it was given, so the test sees what each call covered.
 private final class CountingRecognizer: SpeechRecognizer, @unchecked Sendable {
     let calls = Mutex<[Int]>([])
-    func transcribe(_ samples: UnsafeBufferPointer<Float>) throws(CaptionError) -> String {
+    func transcribe(_ samples: UnsafeBufferPointer<Float>, final: Bool) throws(CaptionError) -> String {
         calls.withLock { $0.append(samples.count) }
         return "heard \(samples.count / 1600) tenths"
     }

@@ -40,7 +40,7 @@ import Testing
         let recognizer = try WhisperRecognizer(configuration: WhisperConfiguration())
         let speech = try speak(Self.sentences[0])
         let samples = speech.converted(toRate: 16_000, channels: 1).map { Float($0) / 32768 }
-        let text = try samples.withUnsafeBufferPointer { try recognizer.transcribe($0) }
+        let text = try samples.withUnsafeBufferPointer { try recognizer.transcribe($0, final: true) }
         #expect(recall(text, Self.sentences[0]) >= 0.6, "heard: \(text)")
     }
 

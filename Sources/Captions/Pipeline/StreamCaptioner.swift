@@ -163,7 +163,7 @@ private final class Work: @unchecked Sendable {   // used by the captioner's thr
             if settings.partials, detector.inUtterance, detector.lastFrameWasSpeech,
                utteranceCount - samplesAtLastPartial >= Int(settings.partialInterval * Double(Self.sampleRate)) {
                 samplesAtLastPartial = utteranceCount
-                if let text = recognize(engineSeconds: &engineSeconds), !text.isEmpty, text != lastPartial {
+                if let text = recognize(final: false, engineSeconds: &engineSeconds), !text.isEmpty, text != lastPartial {
                     lastPartial = text
                     partials += 1
                     onCaption(Caption(text: text, isFinal: false))
@@ -240,7 +240,7 @@ private final class Work: @unchecked Sendable {   // used by the captioner's thr
 
     /// The utterance is over: one final (if there was speech, or a partial to close).
     private func finish(keep: Bool, engineSeconds: inout Double, finals: inout UInt64) {
-        var text = keep ? (recognize(engineSeconds: &engineSeconds) ?? "") : ""
+        var text = keep ? (recognize(final: true, engineSeconds: &engineSeconds) ?? "") : ""
         if text.isEmpty { text = lastPartial }   // the partials said something: their final says it too
         if !text.isEmpty {
             finals += 1
@@ -251,12 +251,12 @@ private final class Work: @unchecked Sendable {   // used by the captioner's thr
         lastPartial = ""
     }
 
-    private func recognize(engineSeconds: inout Double) -> String? {
+    private func recognize(final: Bool, engineSeconds: inout Double) -> String? {
         let started = MonotonicTimestamp.now()
         defer { engineSeconds += MonotonicTimestamp.now().seconds - started.seconds }
         do {
             let raw = try utterance.withUnsafeBufferPointer { all throws(CaptionError) in
-                try recognizer.transcribe(UnsafeBufferPointer(rebasing: all[0..<utteranceCount]))
+                try recognizer.transcribe(UnsafeBufferPointer(rebasing: all[0..<utteranceCount]), final: final)
             }
             return TranscriptCleanup.clean(raw)
         } catch {
