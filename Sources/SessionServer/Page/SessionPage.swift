@@ -15,8 +15,10 @@
 // - when the role may publish, "Publish my camera" sends the browser's
 //   camera and microphone over WHIP (POST /v2/sessions/SID/publish
 //   ?connectionId=CID), so an operator can talk back to a kiosk; `&publish=1`
-//   in the URL does it at once. The page does not subscribe to its own stream;
-// - captions (`caption` messages) show under their stream's video;
+//   in the URL does it at once, `&captions=1` asks for the browser's speech to
+//   be captioned (publishCaptions). The page does not subscribe to its own stream;
+// - it asks for every stream's captions (subscriberSettings subscribeToCaptions)
+//   and shows them over the stream's video in an aria-live region;
 // - `window.sessionState` holds what the page knows, for scripts and tests:
 //   connectionId, capabilities, and per stream its name, state and stats.
 
@@ -262,7 +264,10 @@ let sessionPageHTML = #"""
         state.publishing.state = pc.connectionState;
       });
       publishing = { pc, media, resource: null };
-      publishing.resource = await exchange(pc, new URL("publish?connectionId=" + encodeURIComponent(connectionId || ""), base).href);
+      const url = new URL("publish", base);
+      url.searchParams.set("connectionId", connectionId || "");
+      if (params.get("captions") === "1") url.searchParams.set("publishCaptions", "true");
+      publishing.resource = await exchange(pc, url.href);
       publishButton.textContent = "Stop publishing";
       publishButton.disabled = false;
     } catch (e) {
