@@ -14,6 +14,7 @@ not see the keepalive request a leaving page makes).
 
     viewer_chromium.py URL --out DIR [--settle S] [--timeout S] [--frames N]
                        [--video-selector CSS] [--state-selector CSS] [--fake-media] [--hold S]
+                       [--watch-text CSS [--watch-until REGEX]]
 
 --video-selector/--state-selector name the <video> to grab and the element whose
 text is the connection state (default #video and #state: the viewer page; the
@@ -22,7 +23,10 @@ router's session page has one tile per stream: `.stream video`, `.stream .state`
 pattern and a beep), for a page that publishes; --treat-as-secure ORIGIN lets an
 http:// page have them (browsers give the camera only to secure origins). --hold S stays on the page S
 seconds after the grabs (a peer subscribes to what the page publishes meanwhile);
-the report then also has the page's window.sessionState.
+the report then also has the page's window.sessionState. --watch-text CSS polls that
+element's text every 0.2 s during the hold instead of sleeping, and ends the hold early once
+the text matches --watch-until REGEX (case-insensitive): the report's "watched" has every
+distinct text in order, the element's aria-live attribute and whether the text matched.
 
 prints one JSON object: the #state values seen in order, the final state, the
 page's window.viewerStats and #stats text, for each grabbed frame its size and
@@ -46,6 +50,7 @@ import asyncio
 import base64
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -244,8 +249,34 @@ class DevTools:
         return result["result"].get("value")
 
 
+WATCH_JS = """
+((selector) => {
+  const e = document.querySelector(selector);
+  return e ? { text: e.textContent, ariaLive: e.getAttribute("aria-live") } : null;
+})(%s)
+"""
+
+
+async def watch_text(dt, selector, seconds, until):
+    """Polls `selector`'s text for up to `seconds`, until it matches the regex `until` (if given)."""
+    watched = {"selector": selector, "values": [], "ariaLive": None, "matched": False}
+    pattern = re.compile(until, re.IGNORECASE) if until else None
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        seen = await dt.evaluate(WATCH_JS % json.dumps(selector))
+        if seen is not None:
+            watched["ariaLive"] = seen["ariaLive"]
+            if not watched["values"] or watched["values"][-1] != seen["text"]:
+                watched["values"].append(seen["text"])
+            if pattern and pattern.search(seen["text"] or ""):
+                watched["matched"] = True
+                break
+        await asyncio.sleep(0.2)
+    return watched
+
+
 async def view(url, out, *, connect_timeout=30.0, settle=3.0, frames=2, chromium=None, refuse_extensions=(),
-               video_selector="#video", state_selector="#state", hold=0.0):
+               video_selector="#video", state_selector="#state", hold=0.0, watch=None, watch_until=None):
     """Opens URL in headless Chromium and reports what the viewer page shows (see module doc)."""
     state_js = ("(() => { const e = document.querySelector(%s); return e ? e.textContent : null; })()"
                 % json.dumps(state_selector))
@@ -282,8 +313,11 @@ async def view(url, out, *, connect_timeout=30.0, settle=3.0, frames=2, chromium
                     np.save(path, luma)
                     report["frames"].append({"width": w, "height": h, "currentTime": grab["currentTime"],
                                              "counter": decode_counter(luma), "luma": path})
-            if hold > 0:
+            if watch:
+                report["watched"] = await watch_text(dt, watch, hold, watch_until)
+            elif hold > 0:
                 await asyncio.sleep(hold)
+            if hold > 0:
                 report["session"] = await dt.evaluate("window.sessionState || null")
             report["finalState"] = await dt.evaluate(state_js)
             report["answer"] = await dt.evaluate("window.__answerSDP || null")
@@ -320,6 +354,8 @@ def main(argv=None):
     parser.add_argument("--treat-as-secure", metavar="ORIGIN",
                         help="an http:// origin Chromium treats as secure (camera access needs a secure origin)")
     parser.add_argument("--hold", type=float, default=0.0, help="seconds to stay on the page after the grabs")
+    parser.add_argument("--watch-text", metavar="CSS", help="during the hold, record this element's text")
+    parser.add_argument("--watch-until", metavar="REGEX", help="end the hold once the watched text matches")
     args = parser.parse_args(argv)
     flags = ["--use-fake-device-for-media-stream"] if args.fake_media else []
     if args.treat_as_secure:
@@ -328,7 +364,7 @@ def main(argv=None):
     report = asyncio.run(view(args.url, args.out, connect_timeout=args.timeout, settle=args.settle,
                               frames=args.frames, chromium=chromium, refuse_extensions=args.refuse_extension,
                               video_selector=args.video_selector, state_selector=args.state_selector,
-                              hold=args.hold))
+                              hold=args.hold, watch=args.watch_text, watch_until=args.watch_until))
     print(json.dumps(report))
 
 
