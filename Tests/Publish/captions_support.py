@@ -160,18 +160,23 @@ def proc_log(proc):
         return ""
 
 
-def wait_for_event(proc, predicate, what, timeout, context=lambda: ""):
+def wait_for_event(proc, predicate, what, timeout, context=lambda: "", needs=()):
     """The first JSON line of a drained process for which predicate(line) holds; fails the
-    test with the process's output if none comes within `timeout` or the process ends."""
+    test with the process's output if none comes within `timeout`, or the process ends, or
+    one of the processes it `needs` (a publisher it waits for) ends first."""
     deadline = time.monotonic() + timeout
     while True:
         for event in json_events(proc):
             if predicate(event):
                 return event
         ended = proc.poll() is not None and not proc.reader.is_alive()
-        if ended or time.monotonic() > deadline:
+        gone = [p for p in needs if p.poll() is not None]
+        if ended or gone or time.monotonic() > deadline:
+            others = "".join(f"\n--- {p.label} ended (exit {p.returncode})\n" + "".join(p.output)[-2000:]
+                             + proc_log(p) for p in gone)
             raise AssertionError(f"{proc.label}: no {what} within {timeout} s (exit {proc.poll()})\n--- stdout\n"
-                                 + "".join(proc.output)[-3000:] + "\n--- stderr\n" + proc_log(proc) + context())
+                                 + "".join(proc.output)[-3000:] + "\n--- stderr\n" + proc_log(proc) + others
+                                 + context())
         time.sleep(0.1)
 
 
@@ -215,10 +220,10 @@ class CaptionClient:
         return [(e["at"], e["message"]) for e in json_events(self.proc)
                 if "message" in e and (kind is None or e["message"].get("type") == kind)]
 
-    def wait_for(self, kind, match=lambda m: True, timeout=30, context=lambda: ""):
+    def wait_for(self, kind, match=lambda m: True, timeout=30, context=lambda: "", needs=()):
         """(arrival, message): the first message of type `kind` for which match(m) holds."""
         line = wait_for_event(self.proc, lambda e: e.get("message", {}).get("type") == kind and match(e["message"]),
-                              f"{kind!r} message", timeout, context)
+                              f"{kind!r} message", timeout, context, needs)
         return line["at"], line["message"]
 
     def wait_event(self, name, timeout=30, context=lambda: ""):

@@ -101,7 +101,7 @@ def captioned_session(net, workdir):
         run.metrics_before = router.metrics()
         publisher = start_publisher(net, workdir, url, router.token(session, "publisher"), spoken.path, "--captions",
                                     duration=int(spoken.duration + 60))
-        _, created = client.wait_for("streamCreated", timeout=60, context=context)
+        _, created = client.wait_for("streamCreated", timeout=60, context=context, needs=[publisher])
         run.created = created["stream"]
         run.stream_id = run.created["streamId"]
         client.wait_event("settingsSent", context=context)
