@@ -30,6 +30,7 @@ from router_support import drain, http
 
 CAPTIONS_DIR = os.path.join(HERE, "captions")
 sys.path.insert(0, CAPTIONS_DIR)
+import wer  # noqa: E402
 from wer import word_error_rate  # noqa: E402,F401  (re-exported for the tests and the benchmark)
 
 SENTENCES_FILE = os.path.join(CAPTIONS_DIR, "sentences.txt")
@@ -49,7 +50,10 @@ def load_sentences():
 
 
 def words(text):
-    """Lowercase words without punctuation: "Don't stop, Bob." -> ["don't", "stop", "bob"]."""
+    """A text's words as captions/wer.py normalises them for the WER (its `normalise`), or
+    where it has none, lowercase without punctuation: "Don't stop, Bob." -> ["don't", "stop", "bob"]."""
+    if hasattr(wer, "normalise"):
+        return wer.normalise(text)
     text = text.lower().replace("\u2019", "'").replace("-", " ")
     return [w.strip("'") for w in re.sub(r"[^a-z0-9' ]+", " ", text).split() if w.strip("'")]
 
