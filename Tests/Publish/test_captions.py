@@ -7,8 +7,9 @@ publish --captions --audio file:WAV` plays it into a routed session. Proven here
 
 - the finals, joined, transcribe the spoken sentences within a stated word error rate,
   one final per sentence (within a stated slack);
-- partials come before their final, never after it until the next sentence is spoken,
-  at most about one a second of speech, and no partial is left hanging when speech ends;
+- partials come before their final (every final of more than ~1.5 s of speech has one),
+  no partial after a final repeats the finished utterance, at most about one partial a
+  second of speech, and no partial is left hanging when speech ends;
 - hasCaptions is false until captions start, then a streamPropertyChanged to true reaches
   a signalling client and `camagent subscribe` prints `captions started`; on stop, the
   same back to false; the REST stream objects agree; no caption comes outside that span;
@@ -48,7 +49,9 @@ from viewer_checks import chromium_or_fail
 SENTENCES = 6          # the first six of captions/sentences.txt: about 25 s of speech and pauses
 LEAD_IN = 6.0          # seconds of silence before the first sentence: captions are started meanwhile
 GAP = 1.2              # seconds of silence between sentences (utterances end at ~0.5 s pauses)
-QUIET = 3.0            # seconds waited after the last sentence's final, for anything that should not come
+QUIET = 3.0            # seconds without a caption line that end the run (nothing more is coming)
+ENGINE_BEHIND = 120    # seconds the engine may take, after the file's end, to have taken in all of it
+AUDIO_SECONDS = "camagent_router_captions_audio_seconds_total"
 START_BODY = {"languageCode": "en-US", "partialCaptions": True, "maxDuration": 1800}
 # WER bound. whisper tiny.en on this espeak-ng speech: DESIGN.md measured 9-16 % on
 # synthetic speech and the engine's helper 10-20 % with whisper's own CLI; this file's
@@ -64,6 +67,25 @@ EXTRA_FINALS = 1
 # "Longer than ~1.5 s": espeak-ng speaks these sentences at about 3.8 words a second, so
 # a final of 6 words or more covers 1.5 s of speech or more and must follow a partial.
 LONG_FINAL_WORDS = 6
+
+
+def wait_until(condition, timeout, what, context=lambda: ""):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout} s: {what}" + context())
+        time.sleep(0.5)
+
+
+def wait_quiet(subscriber, seconds, timeout):
+    """Until camagent subscribe has printed no caption for `seconds` (at most `timeout`)."""
+    deadline = time.monotonic() + timeout
+    count, since = len(subscriber_captions(subscriber)), time.monotonic()
+    while time.monotonic() < deadline and time.monotonic() - since < seconds:
+        time.sleep(0.2)
+        now = len(subscriber_captions(subscriber))
+        if now != count:
+            count, since = now, time.monotonic()
 
 
 def metric(values, name):
@@ -129,11 +151,15 @@ def captioned_session(net, workdir):
                                       f"LEAD_IN ({LEAD_IN} s) is too short here")
         ended = file_event(publisher, "fileEnded", spoken.duration + 60, context)
         run.file_ended = ended["monotonic"]
-        last_end = run.file_started + spoken.sentences[-1]["end"]
-        soft(run, "last final", lambda: wait_for_event(
-            subscriber, lambda e: e.get("event") == "caption" and e.get("isFinal") and e["monotonic"] > last_end,
-            "final after the last sentence's speech", 30, context))
-        time.sleep(QUIET)   # a stray partial after the last final would come now
+        # The engine may run behind real time on a loaded machine: wait until it has taken
+        # in audio past the file's end (audio_seconds_total counts what it took in), then
+        # until the captions go quiet (the last utterance's final, and anything after it
+        # that should not come).
+        heard = run.file_ended - run.started_at
+        soft(run, "engine caught up", lambda: wait_until(
+            lambda: metric(router.metrics(), AUDIO_SECONDS) >= heard, ENGINE_BEHIND,
+            f"{AUDIO_SECONDS} >= {heard:.1f} (the audio up to the file's end)", context))
+        wait_quiet(subscriber, QUIET, 60)
         run.metrics_during = router.metrics()
         run.streams_during = router.streams(session)
 
@@ -171,74 +197,77 @@ def captioned():
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def brief(captions):
-    return json.dumps([(round(c["at"], 2), c["isFinal"], c["text"]) for c in captions], indent=0)[-4000:]
+def timeline(run, captions):
+    """The sentences' speech and the captions' arrivals, in seconds from the file's first
+    sample, in order: what a failure message shows."""
+    rows = [(s["start"], f"{s['start']:6.2f}-{s['end']:.2f} spoken: {s['text']}") for s in run.spoken.sentences]
+    origin = getattr(run, "file_started", None) or 0.0
+    rows += [(c["at"] - origin, f"{c['at'] - origin:6.2f} {'final  ' if c['isFinal'] else 'partial'}: {c['text'][:160]}")
+             for c in captions]
+    return "\n".join(text for _, text in sorted(rows, key=lambda r: r[0]))[-6000:]
 
 
 def test_the_finals_transcribe_the_spoken_sentences(captioned):
     run = captioned
-    assert "last final" not in run.missing, run.missing["last final"]
+    assert "engine caught up" not in run.missing, run.missing["engine caught up"]
     got = finals(run.subscriber_captions)
     assert got, "no final caption\n" + run.log
-    assert all(c["streamId"] == run.stream_id for c in run.subscriber_captions), brief(run.subscriber_captions)
+    assert all(c["streamId"] == run.stream_id for c in run.subscriber_captions), timeline(run, run.subscriber_captions)
     wer = caption_wer(run.spoken, run.subscriber_captions)
     print(f"WER {wer:.3f} over {len(run.spoken.reference_words())} words; finals: "
           + json.dumps([c["text"] for c in got]))
     assert wer <= MAX_WER, (f"WER {wer:.3f} > {MAX_WER}: heard {[c['text'] for c in got]}, "
                             f"spoken {[s['text'] for s in run.spoken.sentences]}")
-    assert SENTENCES <= len(got) <= SENTENCES + EXTRA_FINALS, brief(run.subscriber_captions)
+    assert SENTENCES <= len(got) <= SENTENCES + EXTRA_FINALS, timeline(run, run.subscriber_captions)
     # No final comes from the lead-in's silence (nothing is heard before anything is said).
     first_speech = run.file_started + run.spoken.sentences[0]["start"]
-    assert got[0]["at"] > first_speech, brief(run.subscriber_captions)
+    assert got[0]["at"] > first_speech, timeline(run, run.subscriber_captions)
 
 
-def check_order(captions, spoken, file_started):
-    """Partials before their final, never after it until the next sentence begins; no
-    hanging partial; no more than about one partial a second of speech."""
+def check_order(run, captions):
+    """Partials before their final; none after it that repeats the finished utterance; no
+    hanging partial; no more than about one partial a second of speech. Nothing here
+    depends on when a caption arrived (the engine may run behind on a loaded machine)."""
+    show = lambda: "\n" + timeline(run, captions)  # noqa: E731
     assert captions, "no captions"
     groups = utterances(captions)
-    assert groups[-1][-1]["isFinal"], f"partials left after the last final:\n{brief(captions)}"
-    assert all(c["text"].strip() for c in captions), f"an empty caption:\n{brief(captions)}"
-    ends = [file_started + s["end"] for s in spoken.sentences]
-    starts = [file_started + s["start"] for s in spoken.sentences]
+    assert groups[-1][-1]["isFinal"], "partials left after the last final:" + show()
+    assert all(c["text"].strip() for c in captions), "an empty caption:" + show()
     for group in groups:
         final = group[-1]
         if len(words(final["text"])) >= LONG_FINAL_WORDS:
-            assert len(group) > 1, f"a final of {len(words(final['text']))} words without a partial before it:\n" \
-                                   + brief(captions)
+            assert len(group) > 1, f"a final of {len(words(final['text']))} words without a partial before it:" + show()
     for previous, group in zip(groups, groups[1:]):
         final, first = previous[-1], group[0]
         if first["isFinal"]:
             continue   # a short utterance finalised at once
-        # The sentence `final` finished: the last whose speech ended before it arrived.
-        # A partial after it must be about speech that began after that sentence ended.
-        done = [e for e in ends if e <= final["at"]]
-        later = [s for s in starts if not done or s > done[-1]]
-        assert later and first["at"] > later[0], \
-            f"a partial ({first['text']!r}) after the final {final['text']!r} before the next sentence began:\n" \
-            + brief(captions)
-        assert first["text"].strip() != final["text"].strip(), brief(captions)
+        # A partial after a final starts a new utterance: it does not begin as the finished
+        # one did (no two test sentences share their first three words).
+        said, again = words(final["text"]), words(first["text"])
+        assert len(again) < 3 or again[:3] != said[:3], \
+            f"a partial ({first['text']!r}) after the final {final['text']!r} repeats it:" + show()
     partials = [c for c in captions if not c["isFinal"]]
+    spoken = run.spoken
     allowed = spoken.speech_seconds + len(spoken.sentences)
     assert len(partials) <= allowed, f"{len(partials)} partials for {spoken.speech_seconds:.1f} s of speech " \
-                                     f"in {len(spoken.sentences)} sentences:\n{brief(captions)}"
-    assert partials, f"no partial at all (partialCaptions was asked):\n{brief(captions)}"
+                                     f"in {len(spoken.sentences)} sentences:" + show()
+    assert partials, "no partial at all (partialCaptions was asked):" + show()
 
 
 def test_partials_come_before_their_final_and_never_after_it(captioned):
     run = captioned
-    check_order(run.subscriber_captions, run.spoken, run.file_started)
-    check_order(run.client_captions, run.spoken, run.file_started)
+    check_order(run, run.subscriber_captions)
+    check_order(run, run.client_captions)
 
 
 def test_a_raw_websocket_client_gets_the_same_captions_as_camagent_subscribe(captioned):
     run = captioned
     assert run.client_captions, "caption_client.py received no caption\n" + run.log
-    assert all(c["streamId"] == run.stream_id for c in run.client_captions), brief(run.client_captions)
+    assert all(c["streamId"] == run.stream_id for c in run.client_captions), timeline(run, run.client_captions)
     ours = [(c["text"], c["isFinal"]) for c in run.client_captions]
     theirs = [(c["text"], c["isFinal"]) for c in run.subscriber_captions]
-    assert ours == theirs, f"raw client:\n{brief(run.client_captions)}\ncamagent subscribe:\n" \
-                           f"{brief(run.subscriber_captions)}"
+    assert ours == theirs, f"raw client:\n{timeline(run, run.client_captions)}\ncamagent subscribe:\n" \
+                           f"{timeline(run, run.subscriber_captions)}"
 
 
 def test_has_captions_is_announced_on_start_and_stop(captioned):
