@@ -9,7 +9,8 @@ publish --captions --audio file:WAV` plays it into a routed session. Proven here
   one final per sentence (within a stated slack);
 - partials come before their final (every final of more than ~1.5 s of speech has one),
   no partial after a final repeats the finished utterance, at most about one partial a
-  second of speech, and no partial is left hanging when speech ends;
+  second of speech, none longer than twice the longest sentence, and no partial is left
+  hanging when speech ends;
 - hasCaptions is false until captions start, then a streamPropertyChanged to true reaches
   a signalling client and `camagent subscribe` prints `captions started`; on stop, the
   same back to false; the REST stream objects agree; no caption comes outside that span;
@@ -233,6 +234,11 @@ def check_order(run, captions):
     groups = utterances(captions)
     assert groups[-1][-1]["isFinal"], "partials left after the last final:" + show()
     assert all(c["text"].strip() for c in captions), "an empty caption:" + show()
+    # No caption says more than was said: twice the longest sentence's words is far more
+    # than any utterance here (a recogniser caught in a repetition loop writes hundreds).
+    most = 2 * max(len(words(s["text"])) for s in run.spoken.sentences)
+    runaway = [c["text"] for c in captions if len(words(c["text"])) > most]
+    assert not runaway, f"captions of more than {most} words: {runaway}" + show()
     for group in groups:
         final = group[-1]
         if len(words(final["text"])) >= LONG_FINAL_WORDS:
