@@ -242,8 +242,8 @@ def whisper_reference(spoken, workdir):
         glob.glob(f"{PREFIX}/**/whisper-cli", recursive=True))), None)
     model = os.environ.get("BENCH_WHISPER_MODEL") or next(iter(sorted(
         glob.glob(f"{PREFIX}/**/ggml-*.bin", recursive=True))), None)
-    if not cli or not model:
-        return {"found": False, "looked": PREFIX}
+    if not cli or not model or not os.access(cli, os.X_OK) or not os.path.isfile(model):
+        return {"found": False, "looked": f"{cli or PREFIX} and {model or PREFIX}"}
     wav16 = os.path.join(workdir, "speech-16k.wav")
     subprocess.run(["sox", spoken.path, "-r", "16000", "-c", "1", "-b", "16", wav16], check=True)
     out = os.path.join(workdir, "whisper-cli")
