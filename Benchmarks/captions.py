@@ -31,8 +31,8 @@ captioned, plain, captioned) so that a drifting load hits both.
   words, if that is at least half of them. A sentence with no such final counts as
   having no final of its own (lost, or merged into another's).
 - **Reference**: where whisper.cpp's own command-line program is found beside the engine
-  (BENCH_WHISPER_CLI and BENCH_WHISPER_MODEL, or a `whisper-cli` and a `ggml-*.bin` under
-  $CAMAGENT_CAPTIONS_PREFIX, default /opt/camagent-captions), it transcribes the same WAV
+  (BENCH_WHISPER_CLI and BENCH_WHISPER_MODEL, or a `whisper-cli` and a `ggml-*.bin` other than
+  the VAD's under $CAMAGENT_CAPTIONS_PREFIX, default /opt/camagent-captions), it transcribes the same WAV
   (resampled to 16 kHz by sox) offline, timed with wait4: its WER and CPU per second of
   audio. FFmpeg and GStreamer have no offline captioner here: there is nothing else to compare.
 
@@ -241,7 +241,7 @@ def whisper_reference(spoken, workdir):
     cli = os.environ.get("BENCH_WHISPER_CLI") or next(iter(sorted(
         glob.glob(f"{PREFIX}/**/whisper-cli", recursive=True))), None)
     model = os.environ.get("BENCH_WHISPER_MODEL") or next(iter(sorted(
-        glob.glob(f"{PREFIX}/**/ggml-*.bin", recursive=True))), None)
+        m for m in glob.glob(f"{PREFIX}/**/ggml-*.bin", recursive=True) if "silero" not in m)), None)
     if not cli or not model or not os.access(cli, os.X_OK) or not os.path.isfile(model):
         return {"found": False, "looked": f"{cli or PREFIX} and {model or PREFIX}"}
     wav16 = os.path.join(workdir, "speech-16k.wav")
