@@ -34,7 +34,11 @@ captioned, plain, captioned) so that a drifting load hits both.
   (BENCH_WHISPER_CLI and BENCH_WHISPER_MODEL, or a `whisper-cli` and a `ggml-*.bin` other than
   the VAD's under $CAMAGENT_CAPTIONS_PREFIX, default /opt/camagent-captions), it transcribes the same WAV
   (resampled to 16 kHz by sox) offline, timed with wait4: its WER and CPU per second of
-  audio. FFmpeg and GStreamer have no offline captioner here: there is nothing else to compare.
+  audio.
+- **FFmpeg**: its `asr` filter (pocketsphinx with Debian's pocketsphinx-en-us model),
+  offline on the same WAV, timed with wait4: WER, CPU per audio second, and how long
+  after each sentence's end (in the file's time) it puts out a text. GStreamer's
+  equivalent (Debian's gstreamer1.0-pocketsphinx) runs the same engine and is not run.
 
 Targets (issue 15): a final within 1.0 s of the end of speech; at most half a core per
 captioned stream.
@@ -262,6 +266,45 @@ def whisper_reference(spoken, workdir):
         "cpuPerAudioSecond": cpu / spoken.duration, "text": text.strip()}
 
 
+POCKETSPHINX_MODEL = "/usr/share/pocketsphinx/model/en-us"   # Debian's pocketsphinx-en-us
+
+
+def ffmpeg_reference(spoken, workdir):
+    """FFmpeg's own offline recogniser, the `asr` filter (pocketsphinx, Debian's English
+    model), on the same WAV: WER, CPU per audio second, and for each sentence the stream
+    time at which FFmpeg put out a text after the sentence's speech ended (its endpointing
+    delay, in the file's time: FFmpeg reads the file faster than real time)."""
+    if not os.path.isdir(POCKETSPHINX_MODEL):
+        return {"found": False, "looked": POCKETSPHINX_MODEL}
+    out = os.path.join(workdir, "ffmpeg-asr.txt")
+    argv = ["ffmpeg", "-hide_banner", "-nostats", "-v", "error", "-i", spoken.path, "-af",
+            f"aresample=16000,asr,ametadata=mode=print:key=lavfi.asr.text:file={out}", "-f", "null", "-"]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    stderr = proc.stderr.read().decode()
+    if os.waitstatus_to_exitcode(status) != 0 or not os.path.exists(out):
+        return {"found": True, "error": stderr[-1000:]}
+    texts, at = [], None
+    for line in open(out):
+        if line.startswith("frame:"):
+            at = float(line.split("pts_time:")[1])
+        elif line.startswith("lavfi.asr.text="):
+            texts.append({"at": at, "text": line.split("=", 1)[1].strip()})
+    ends = [s["end"] for s in spoken.sentences]
+    delays = []
+    for i, end in enumerate(ends):
+        limit = ends[i + 1] if i + 1 < len(ends) else float("inf")
+        first = next((t for t in texts if t["at"] is not None and end < t["at"] <= limit), None)
+        delays.append(round(first["at"] - end, 3) if first else None)
+    cpu = usage.ru_utime + usage.ru_stime
+    return {"found": True, "version": subprocess.run(["ffmpeg", "-version"], capture_output=True,
+                                                      text=True).stdout.split("\n")[0],
+            "wer": word_error_rate([s["text"] for s in spoken.sentences], [t["text"] for t in texts]),
+            "cpuSeconds": cpu, "cpuPerAudioSecond": cpu / spoken.duration, "texts": texts,
+            "endpointDelay": summary(sorted(d for d in delays if d is not None)),
+            "sentencesWithoutText": sum(1 for d in delays if d is None)}
+
+
 def measure_all(out_path):
     net = make_namespace()
     workdir = tempfile.mkdtemp(prefix="camagent-bench-captions-")
@@ -277,6 +320,8 @@ def measure_all(out_path):
             results["runs"].append(dict(one_run(net, workdir, spoken, kind == "captioned"), run=i + 1))
         bench.log("whisper.cpp's own CLI on the same WAV, if installed")
         results["whisperCli"] = whisper_reference(spoken, workdir)
+        bench.log("FFmpeg's asr filter (pocketsphinx) on the same WAV")
+        results["ffmpegAsr"] = ffmpeg_reference(spoken, workdir)
     finally:
         net.cleanup()
     results["loadAfter"] = [round(x, 2) for x in os.getloadavg()]
@@ -350,6 +395,15 @@ def report(results):
                      f"({ref['cpuSeconds']:.1f} s CPU, {ref['wallSeconds']:.1f} s wall)")
     else:
         lines.append(f"- whisper.cpp's own CLI: not run ({ref.get('error') or 'not found under ' + str(ref.get('looked'))})")
+    ff = results.get("ffmpegAsr") or {}
+    if ff.get("wer") is not None:
+        d = ff["endpointDelay"]
+        lines.append(f"- FFmpeg's `asr` filter (pocketsphinx, Debian's en-us model), offline on the same WAV: "
+                     f"WER {ff['wer']:.3f}, {ff['cpuPerAudioSecond']:.3f} CPU s per audio s; a text "
+                     f"{fmt(d['p50'])} s (p50) / {fmt(d['max'])} s (max) of stream time after each sentence's "
+                     f"end, {ff['sentencesWithoutText']} sentence(s) without one")
+    else:
+        lines.append(f"- FFmpeg's asr filter: not run ({ff.get('error') or 'no model at ' + str(ff.get('looked'))})")
     lines += ["", f"1-minute load before {results['loadBefore'][0]}, after {results['loadAfter'][0]} "
               f"({results['machine']['cores']} CPUs); the run took {results['minutes']} min."]
     return "\n".join(lines)
