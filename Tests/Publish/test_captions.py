@@ -54,7 +54,7 @@ QUIET = 3.0            # seconds without a caption line that end the run (nothin
 ENGINE_BEHIND = 120    # seconds the engine may take, after the file's end, to have taken in all of it
 AUDIO_SECONDS = "camagent_router_captions_audio_seconds_total"
 START_BODY = {"languageCode": "en-US", "partialCaptions": True, "maxDuration": 1800}
-# WER bound. Measured on these six sentences: 0.014 (1 word of 69) in each of four runs on
+# WER bound. Measured on these six sentences: 0.014 (1 word of 69) in each of three runs on
 # 2026-11-24 (main at beaef26; idle, and beside two CPU hogs); over all 20 sentences the
 # benchmark measures 0.10-0.12 (BENCHMARKS.md § Captions), whisper.cpp's own CLI 0.09.
 # 0.25 is twice the whole set's figure: an unlucky choice of words or a loaded machine
