@@ -84,14 +84,17 @@ public struct CaptionTotals: Sendable, Equatable {
     public var finals: UInt64
     public var audioSeconds: Double
     public var engineSeconds: Double
+    /// Audio packets a captioner had no room for (it fell that far behind).
+    public var packetsDropped: UInt64
 
     public init(captionedStreams: Int = 0, partials: UInt64 = 0, finals: UInt64 = 0, audioSeconds: Double = 0,
-                engineSeconds: Double = 0) {
+                engineSeconds: Double = 0, packetsDropped: UInt64 = 0) {
         self.captionedStreams = captionedStreams
         self.partials = partials
         self.finals = finals
         self.audioSeconds = audioSeconds
         self.engineSeconds = engineSeconds
+        self.packetsDropped = packetsDropped
     }
 }
 

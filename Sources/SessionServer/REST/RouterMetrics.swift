@@ -20,6 +20,7 @@ enum RouterMetrics {
         metric("camagent_router_captions_final_total", "counter", "Final captions recognised (one per utterance).", String(captions.finals))
         metric("camagent_router_captions_audio_seconds_total", "counter", "Seconds of captioned audio through voice detection.", String(captions.audioSeconds))
         metric("camagent_router_captions_engine_seconds_total", "counter", "Seconds the speech engine spent recognising.", String(captions.engineSeconds))
+        metric("camagent_router_captions_dropped_packets_total", "counter", "Audio packets a captioner had no room for (recognition fell behind the stream).", String(captions.packetsDropped))
         return out
     }
 }
