@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from publish_support import BIN, HERE, PY
+from publish_support import BIN, HERE, PY, json_lines
 from router_support import drain, http
 
 CAPTIONS_DIR = os.path.join(HERE, "captions")
@@ -146,15 +146,7 @@ def speech_wav(path, sentences, *, lead_in, gap):
 
 def json_events(proc):
     """The JSON lines a drained process has printed so far, parsed."""
-    events = []
-    for line in list(proc.output):
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                events.append(json.loads(line))
-            except json.JSONDecodeError:
-                pass
-    return events
+    return json_lines("\n".join(list(proc.output)))
 
 
 def proc_log(proc):
