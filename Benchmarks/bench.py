@@ -457,6 +457,11 @@ if __name__ == "__main__":
     {"host": host, "capture": capture, "report": report}[sys.argv[1]](*sys.argv[2:])
 
 
+def fmt(value, digits=2):
+    """A figure for the step benchmarks' tables: `digits` decimals, or – when not measured."""
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
 def command_line(doc, measure_all, report):
     """The entry of the step benchmarks (publish.py, router.py, subscriber.py):
     `STEP.py OUT.json` measures, `STEP.py report OUT.json` prints its table."""

@@ -59,6 +59,7 @@ sys.path.insert(0, os.path.join(ROOT, "Tests", "Publish"))
 sys.path.insert(0, HERE)
 
 import bench  # noqa: E402
+from bench import fmt  # noqa: E402
 from captions_support import load_sentences, speech_wav, word_error_rate, words  # noqa: E402
 from publish_support import BIN, make_namespace  # noqa: E402
 from router import RouterServer, cpu_seconds, rss_mib  # noqa: E402
@@ -351,10 +352,6 @@ def combine(runs):
             "sentencesWithoutFinal": sum(1 for r in captioned for s in r["perSentence"] if s["latency"] is None),
             "withinTarget": sum(1 for x in latencies if x <= TARGET_LATENCY),
             "wers": [r["wer"] for r in captioned], "rtf": engine / audio if audio else None}
-
-
-def fmt(value, digits=2):
-    return "–" if value is None else f"{value:.{digits}f}"
 
 
 def report(results):

@@ -36,6 +36,7 @@ sys.path.insert(0, os.path.join(ROOT, "Tests", "Publish"))
 sys.path.insert(0, HERE)
 
 import bench  # noqa: E402
+from bench import fmt  # noqa: E402
 from publish_support import BIN, Net, Receiver, host_address, make_namespace  # noqa: E402
 
 SIZE, FPS, BITRATE = "1280x720", 30, 1500
@@ -135,10 +136,6 @@ def measure_all(out_path):
     with open(out_path, "w") as f:
         json.dump(results, f, indent=1)
     print(report(results))
-
-
-def fmt(value, digits=2):
-    return "–" if value is None else f"{value:.{digits}f}"
 
 
 def report(results):

@@ -448,7 +448,8 @@ def janus_version():
 
 
 def fmt(value, digits=1):
-    return "–" if value is None else f"{value:.{digits}f}"
+    """bench.fmt, one digit unless told otherwise (this table's figures)."""
+    return bench.fmt(value, digits)
 
 
 def report(results):

@@ -78,6 +78,7 @@ sys.path.insert(0, HERE)
 import numpy as np  # noqa: E402
 
 import bench  # noqa: E402
+from bench import fmt  # noqa: E402
 from pattern import decode_counter  # noqa: E402
 from publish_support import BIN, PY, make_namespace  # noqa: E402
 from router import RouterServer, cpu_seconds, difference, publisher_video  # noqa: E402
@@ -578,10 +579,6 @@ def aiortc_version():
     done = subprocess.run([PY, "-c", "import aiortc, av; print(aiortc.__version__, av.__version__)"],
                           capture_output=True, text=True)
     return done.stdout.strip() or None
-
-
-def fmt(value, digits=2):
-    return "–" if value is None else f"{value:.{digits}f}"
 
 
 CODEC_NAMES = {"vp8": "VP8", "h264": "H.264"}
