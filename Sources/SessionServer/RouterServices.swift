@@ -28,14 +28,7 @@ struct RouterServices: Sendable {
     /// the right kind and session (403), the session exists (404), the
     /// capability (403).
     func authorize(token: String?, _ requirement: Requirement) async throws(APIError) -> Caller {
-        guard let token else { throw APIError(401, "a token is required (Authorization: Bearer <token>)") }
-        let verified: VerifiedToken
-        do { verified = try await tokens.verify(token) } catch { throw APIError(401, "\(error)") }
-        let caller: Caller
-        switch verified {
-        case .project: caller = .project
-        case .client(let claims): caller = .client(claims)
-        }
+        let caller = try await verify(token: token)
         switch requirement {
         case .project:
             guard case .project = caller else { throw APIError(403, "this call needs a project token, not a client token") }
@@ -50,6 +43,17 @@ struct RouterServices: Sendable {
             }
         }
         return caller
+    }
+
+    /// A token at all, and a valid one of this router's (401 otherwise): who is asking.
+    func verify(token: String?) async throws(APIError) -> Caller {
+        guard let token else { throw APIError(401, "a token is required (Authorization: Bearer <token>)") }
+        let verified: VerifiedToken
+        do { verified = try await tokens.verify(token) } catch { throw APIError(401, "\(error)") }
+        switch verified {
+        case .project: return .project
+        case .client(let claims): return .client(claims)
+        }
     }
 
     /// Lets the media engine go of what a registry change released. Never

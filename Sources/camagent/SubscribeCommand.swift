@@ -417,8 +417,7 @@ final class SubscriberPrinter: Sendable {
                 line(CaptionLine(streamId: stream, text: text, isFinal: isFinal, monotonic: MonotonicTimestamp.now().seconds))
             } else if isFinal {
                 status.finish()
-                let out = "caption: \(text)\n"
-                _ = out.utf8CString.withUnsafeBufferPointer { write(1, $0.baseAddress, $0.count - 1) }
+                printLine("caption: \(text)")
             } else {
                 status.show("caption … \(text)")
             }
@@ -506,8 +505,7 @@ final class SubscriberPrinter: Sendable {
     }
 
     private func line<T: Encodable>(_ value: T) {
-        let text = JSONOutput.line(value) + "\n"
-        _ = text.utf8CString.withUnsafeBufferPointer { write(1, $0.baseAddress, $0.count - 1) }
+        printLine(JSONOutput.line(value))
     }
 }
 

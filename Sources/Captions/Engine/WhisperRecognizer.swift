@@ -34,6 +34,13 @@ public struct WhisperConfiguration: Sendable, Equatable {
         self.audioContext = audioContext
     }
 
+    /// The model file is there and readable (modelMissing, with why, otherwise).
+    func checkModelReadable() throws(CaptionError) {
+        guard access(modelPath, R_OK) == 0 else {
+            throw .modelMissing(path: modelPath, reason: String(cString: strerror(errno)))
+        }
+    }
+
     /// The encoder context for `count` samples at 16 kHz: the utterance's own
     /// length plus two seconds of margin, in steps of 64, at least 512 (about
     /// 10 s: tiny.en fell into repetition loops on a one-second partial at 192,
@@ -108,9 +115,7 @@ public final class WhisperRecognizer: SpeechRecognizer {
     public init(configuration: WhisperConfiguration) throws(CaptionError) {
         let library = try WhisperLibrary.load(configuration.libraryPath)
         self.library = library
-        guard access(configuration.modelPath, R_OK) == 0 else {
-            throw .modelMissing(path: configuration.modelPath, reason: String(cString: strerror(errno)))
-        }
+        try configuration.checkModelReadable()
         var reason = [CChar](repeating: 0, count: 512)
         let opened = reason.withUnsafeMutableBufferPointer { buffer in
             library.open(configuration.modelPath, Int32(configuration.threads), buffer.baseAddress, buffer.count)
@@ -147,9 +152,7 @@ public struct WhisperRecognizerFactory: SpeechRecognizerFactory {
 
     public init(configuration: WhisperConfiguration = WhisperConfiguration()) throws(CaptionError) {
         _ = try WhisperLibrary.load(configuration.libraryPath)
-        guard access(configuration.modelPath, R_OK) == 0 else {
-            throw .modelMissing(path: configuration.modelPath, reason: String(cString: strerror(errno)))
-        }
+        try configuration.checkModelReadable()
         self.configuration = configuration
     }
 

@@ -192,8 +192,7 @@ struct RESTResponder: HTTPResponder {
         let presented = token(request)
         guard let sessionID = registry.captionsSession(captionsID) else {
             // Authenticated first: an unknown id is told only to a valid token.
-            guard let presented else { throw APIError(401, "a token is required (Authorization: Bearer <token>)") }
-            do { _ = try await services.tokens.verify(presented) } catch { throw APIError(401, "\(error)") }
+            _ = try await services.verify(token: presented)
             throw APIError(404, "no captions \(captionsID.prefix(128)) are running")
         }
         _ = try await services.authorize(token: presented, .session(sessionID, needs: .captions))
