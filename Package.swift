@@ -25,6 +25,7 @@ let package = Package(
         .library(name: "Session", targets: ["Session"]),
         .library(name: "SystemdSupport", targets: ["SystemdSupport"]),
         .library(name: "Captions", targets: ["Captions"]),
+        .library(name: "AgentConfiguration", targets: ["AgentConfiguration"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -38,6 +39,8 @@ let package = Package(
         // The router: WebSocket signalling on the Hummingbird server, JWT tokens (HS256).
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.0.0"),
         .package(url: "https://github.com/vapor/jwt-kit", from: "5.0.0"),
+        // The configuration file (/etc/camagent/camagent.toml): TOML through toml++.
+        .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
     ],
     targets: [
         // MARK: C shims (one per C library; only what Swift cannot import)
@@ -193,6 +196,8 @@ let package = Package(
             name: "Captions",
             dependencies: ["MediaTypes", "Encoders", .product(name: "Logging", package: "swift-log")]
         ),
+        // The configuration file: TOML sections of command options, checked against each command's options.
+        .target(name: "AgentConfiguration", dependencies: [.product(name: "TOMLKit", package: "TOMLKit")]),
         // Media files: Y4M and WAV writers/readers.
         .target(name: "MediaFiles", dependencies: ["MediaTypes", "PixelConversion"]),
         // The command-line agent.
@@ -201,6 +206,7 @@ let package = Package(
             dependencies: [
                 "MediaTypes", "PixelConversion", "VideoSources", "AudioDevices", "MediaFiles", "Encoders", "Publisher", "Networking", "WHIP",
                 "ViewerServer", "SessionServer", "Subscriber", "Session", "SystemdSupport", "Captions",
+                "AgentConfiguration",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -210,6 +216,7 @@ let package = Package(
         // Helpers more than one test target uses.
         .target(name: "TestSupport", path: "Tests/TestSupport"),
         .testTarget(name: "MediaTypesTests", dependencies: ["MediaTypes"]),
+        .testTarget(name: "AgentConfigurationTests", dependencies: ["AgentConfiguration"]),
         .testTarget(name: "RTPTests", dependencies: ["RTP"]),
         .testTarget(name: "NetworkingTests", dependencies: ["Networking", "TestSupport"]),
         .testTarget(name: "ICETests", dependencies: ["ICE", "Networking", "TestSupport", .product(name: "Logging", package: "swift-log")]),
