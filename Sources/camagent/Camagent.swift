@@ -1,3 +1,4 @@
+import Foundation
 import ArgumentParser
 import Logging
 import SystemdSupport
@@ -12,8 +13,37 @@ struct Camagent: ParsableCommand {
         subcommands: [
             DevicesCommand.self, CaptureCommand.self, PlayCommand.self, SelftestCommand.self, PublishCommand.self, BenchCommand.self,
             RouterCommand.self, TokenCommand.self, SessionCommand.self, SubscribeCommand.self, StatusCommand.self,
+            CheckConfigCommand.self,
         ]
     )
+
+    /// ArgumentParser's own main, with the configuration file's options put in
+    /// front of the command line's first (`ConfiguredCommandLine`), and its
+    /// errors naming the file's key and line.
+    static func main() {
+        let configured: ConfiguredCommandLine
+        do {
+            configured = try ConfiguredCommandLine(commandLine: Array(CommandLine.arguments.dropFirst()))
+        } catch {
+            printFailure(error.description)
+            Foundation.exit(ExitCodes.configurationError)
+        }
+        var command: any ParsableCommand
+        do {
+            command = try parseAsRoot(configured.arguments)
+        } catch {
+            if let fileError = configured.attribute(parserError: error) {
+                printFailure(fileError.description)
+                Foundation.exit(ExitCodes.configurationError)
+            }
+            exit(withError: error)
+        }
+        do {
+            try command.run()
+        } catch {
+            exit(withError: error)
+        }
+    }
 }
 
 /// Options every command shares.

@@ -29,6 +29,9 @@ enum ExitCodes {
     static let selftestFailed: Int32 = 1
     /// Writing an output file failed.
     static let outputError: Int32 = 73
+    /// The configuration file (`--config`, /etc/camagent/camagent.toml) is missing, not TOML, or has
+    /// an unknown section or key or a bad value (sysexits' EX_DATAERR: the input data was incorrect).
+    static let configurationError: Int32 = 65
 
     static func code(for error: CaptureError) -> Int32 {
         switch error {

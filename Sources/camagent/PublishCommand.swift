@@ -115,6 +115,7 @@ struct PublishCommand: ParsableCommand {
     var json = false
 
     @OptionGroup var global: GlobalOptions
+    @OptionGroup var configFile: ConfigFileOption
 
     func validate() throws {
         guard channels == 1 || channels == 2 else { throw ValidationError("--channels takes 1 or 2") }

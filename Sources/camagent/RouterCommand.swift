@@ -49,6 +49,7 @@ struct RouterCommand: ParsableCommand {
     var loopbackCandidates = false
 
     @OptionGroup var global: GlobalOptions
+    @OptionGroup var configFile: ConfigFileOption
 
     func validate() throws {
         guard parseListenAddress(listen) != nil else {

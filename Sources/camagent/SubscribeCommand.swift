@@ -88,6 +88,7 @@ struct SubscribeCommand: ParsableCommand {
     var stdinControl = false
 
     @OptionGroup var global: GlobalOptions
+    @OptionGroup var configFile: ConfigFileOption
 
     func validate() throws {
         if (session == nil) == (whep == nil) { throw ValidationError("give one of --session URL or --whep URL") }
