@@ -35,6 +35,8 @@ struct CheckConfigCommand: ParsableCommand {
     struct Report: Encodable {
         var path: String?
         var sections: [String: [Setting]]
+        /// What the command line must add (a section that needs an option it does not set).
+        var notes: [String]
     }
 
     func run() throws {
@@ -51,6 +53,7 @@ struct CheckConfigCommand: ParsableCommand {
         }
         printLine(report.path.map { "\($0): valid" }
             ?? "no configuration file at \(ConfigurationFile.defaultPath): every option has its default")
+        for note in report.notes { printLine("note: \(note)") }
         for (section, _) in ConfiguredCommandLine.configurableCommands {
             printLine("")
             printLine("[\(section)]")
@@ -68,21 +71,21 @@ struct CheckConfigCommand: ParsableCommand {
         let file = try ConfiguredCommandLine.file(named: configFile.config)
         try file?.checkSections(known: ConfiguredCommandLine.sectionNames)
         var sections: [String: [Setting]] = [:]
+        var notes: [String] = []
         for (section, command) in ConfiguredCommandLine.configurableCommands {
             let options = ConfiguredCommandLine.options(of: command)
             let translated = try ConfigurationArguments(
                 entries: file?.sections[section] ?? [], path: file?.path ?? ConfigurationFile.defaultPath, options: options,
                 commandLine: [])
-            // A section the file has is parsed as its command line would be; one it
-            // lacks has only defaults, and its command's required options come at run time.
+            // A section with keys is parsed as its command line would be. A complaint
+            // about the file's keys is an error; one about options the file does not
+            // set (subscribe's --session or --whep) is left to the command line.
             do {
-                if file?.sections[section] != nil { _ = try command.parseAsRoot(translated.arguments) }
+                if !translated.used.isEmpty { _ = try command.parseAsRoot(translated.arguments) }
             } catch {
                 let message = command.message(for: error)
-                throw translated.attribute(parserMessage: message, options: options)
-                    ?? ConfigurationError(
-                        path: translated.path, line: file?.line(ofSection: section), section: section, key: nil,
-                        problem: .rejected(reason: message))
+                if let fileError = translated.attribute(parserMessage: message, options: options) { throw fileError }
+                notes.append("[\(section)] is not a whole command line by itself: \(message)")
             }
             sections[section] = options.options.map { option in
                 if let entry = translated.used.first(where: { $0.key == option.name }) {
@@ -92,7 +95,7 @@ struct CheckConfigCommand: ParsableCommand {
                 return Setting(key: option.name, value: fallback, source: fallback == nil ? "unset" : "default")
             }
         }
-        return Report(path: file?.path, sections: sections)
+        return Report(path: file?.path, sections: sections, notes: notes)
     }
 
     /// An option's default as TOML: switches as true/false, numbers bare, text quoted.
