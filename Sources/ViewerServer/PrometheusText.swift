@@ -3,18 +3,24 @@
 enum PrometheusText {
     static let contentType = "text/plain; version=0.0.4; charset=utf-8"
 
-    static func render(_ m: ViewerMetrics) -> String {
+    /// One camera's metrics as today's unlabelled samples; several cameras'
+    /// as one sample each, labelled `camera="N"` (1-based, as in /cameras/N/).
+    static func render(_ cameras: [ViewerMetrics]) -> String {
         var out = ""
-        func metric(_ name: String, _ type: String, _ help: String, _ value: String?) {
+        func metric(_ name: String, _ type: String, _ help: String, _ value: (ViewerMetrics) -> String?) {
             out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
-            if let value { out += "\(name) \(value)\n" }
+            for (index, metrics) in cameras.enumerated() {
+                guard let text = value(metrics) else { continue }
+                let label = cameras.count == 1 ? "" : "{camera=\"\(index + 1)\"}"
+                out += "\(name)\(label) \(text)\n"
+            }
         }
-        metric("camagent_frames_encoded_total", "counter", "Video frames encoded since the agent started.", String(m.framesEncoded))
-        metric("camagent_frames_dropped_total", "counter", "Video frames dropped before or by the encoder since the agent started.", String(m.framesDropped))
-        metric("camagent_frames_dropped_encoder_busy_total", "counter", "Video frames replaced by a newer one before the encoder took them (included in camagent_frames_dropped_total).", String(m.framesDroppedEncoderBusy))
-        metric("camagent_viewers", "gauge", "Viewers connected now.", String(m.viewers))
-        metric("camagent_video_bitrate_bits_per_second", "gauge", "Video bitrate being sent to each viewer.", number(m.videoBitrate))
-        metric("camagent_rtt_seconds", "gauge", "Round-trip time to the viewers from RTCP (absent while unknown).", m.roundTripTime.map(number))
+        metric("camagent_frames_encoded_total", "counter", "Video frames encoded since the agent started.") { String($0.framesEncoded) }
+        metric("camagent_frames_dropped_total", "counter", "Video frames dropped before or by the encoder since the agent started.") { String($0.framesDropped) }
+        metric("camagent_frames_dropped_encoder_busy_total", "counter", "Video frames replaced by a newer one before the encoder took them (included in camagent_frames_dropped_total).") { String($0.framesDroppedEncoderBusy) }
+        metric("camagent_viewers", "gauge", "Viewers connected now.") { String($0.viewers) }
+        metric("camagent_video_bitrate_bits_per_second", "gauge", "Video bitrate being sent to each viewer.") { number($0.videoBitrate) }
+        metric("camagent_rtt_seconds", "gauge", "Round-trip time to the viewers from RTCP (absent while unknown).") { $0.roundTripTime.map(number) }
         return out
     }
 

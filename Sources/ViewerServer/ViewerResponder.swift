@@ -7,13 +7,28 @@ import Logging
 struct ViewerResponder: HTTPResponder {
     typealias Context = BasicRequestContext
 
-    let sessions: any WHEPSessionHost
+    /// One WHEP host per camera; camera N's paths are those of the first under /cameras/N/.
+    let cameras: [any WHEPSessionHost]
     let token: String?
     let maxBodySize: Int
 
     func respond(to request: Request, context: Context) async throws -> Response {
-        let parts = request.uri.path.split(separator: "/", omittingEmptySubsequences: true)
+        var parts = request.uri.path.split(separator: "/", omittingEmptySubsequences: true)
         let method = request.method
+        // /cameras/N/... is camera N's; everything else is the first camera's.
+        var camera = 1
+        if parts.count >= 2, parts[0] == "cameras", let number = Int(parts[1]) {
+            guard cameras.indices.contains(number - 1) else { return text(.notFound, "no camera \(number)\n", cors: true) }
+            camera = number
+            parts.removeFirst(2)
+            // The page finds its WHEP endpoint relative to its own URL: it needs the trailing slash.
+            if parts.isEmpty, !request.uri.path.hasSuffix("/"), method == .get || method == .head {
+                var headers = HTTPFields()
+                headers[.location] = ViewerServer.cameraPath(camera) + (request.uri.query.map { "?\($0)" } ?? "")
+                return Response(status: .permanentRedirect, headers: headers)
+            }
+        }
+        let sessions = cameras[camera - 1]
         switch parts.count {
         case 0:
             switch method {
@@ -26,7 +41,7 @@ struct ViewerResponder: HTTPResponder {
             case .options: return preflight(allow: "POST, OPTIONS")
             case .post:
                 if let denied = authorize(request, context) { return denied }
-                return await createViewer(request, context)
+                return await createViewer(request, context, sessions: sessions, camera: camera)
             default: return notAllowed("POST, OPTIONS")
             }
         case 2 where parts[0] == "whep":
@@ -55,7 +70,10 @@ struct ViewerResponder: HTTPResponder {
         case 1 where parts[0] == "metrics":
             guard method == .get || method == .head else { return notAllowed("GET, HEAD") }
             if let denied = authorize(request, context) { return denied }
-            let text = PrometheusText.render(await sessions.metrics())
+            // Every camera's, whichever path asked.
+            var all: [ViewerMetrics] = []
+            for host in cameras { all.append(await host.metrics()) }
+            let text = PrometheusText.render(all)
             return body(.ok, text, contentType: PrometheusText.contentType, cors: true, head: method == .head)
         default:
             return text(.notFound, "not found\n", cors: false)
@@ -64,7 +82,7 @@ struct ViewerResponder: HTTPResponder {
 
     // MARK: WHEP
 
-    private func createViewer(_ request: Request, _ context: Context) async -> Response {
+    private func createViewer(_ request: Request, _ context: Context, sessions: any WHEPSessionHost, camera: Int) async -> Response {
         let contentType = request.headers[.contentType]?.lowercased() ?? ""
         guard contentType.split(separator: ";").first?.trimmingSpaces == "application/sdp" else {
             return text(.unsupportedMediaType, "the offer must be sent as application/sdp\n", cors: true)
@@ -81,10 +99,10 @@ struct ViewerResponder: HTTPResponder {
         guard !offer.isEmpty else { return text(.badRequest, "empty offer\n", cors: true) }
         do {
             let (id, answer) = try await sessions.createViewer(offer: offer)
-            context.logger.info("viewer joined", metadata: ["viewer": "\(id)"])
+            context.logger.info("viewer joined", metadata: ["viewer": "\(id)", "camera": "\(camera)"])
             var headers = corsHeaders
             headers[.contentType] = "application/sdp"
-            headers[.location] = "/whep/\(id)"
+            headers[.location] = "\(ViewerServer.cameraPath(camera))whep/\(id)"
             return Response(status: .created, headers: headers, body: .init(byteBuffer: ByteBuffer(string: answer)))
         } catch {
             switch error {

@@ -9,21 +9,33 @@ import Synchronization
 /// own, or as a `Service` in a `ServiceGroup`.
 public final class ViewerServer: Service, Sendable {
     public let configuration: ViewerServerConfiguration
-    private let sessions: any WHEPSessionHost
+    /// One WHEP host per camera: the first at /, /whep, /stats; camera N also at /cameras/N/.
+    private let cameras: [any WHEPSessionHost]
     private let logger: Logger
     private let onServerRunning: @Sendable (_ port: Int) async -> Void
     private let port = Mutex<Int?>(nil)
 
-    /// - Parameter onServerRunning: called once the socket is bound, with the
-    ///   port it is bound to (the useful one when port 0 was asked for).
-    public init(
+    /// One camera's server, as before several cameras.
+    public convenience init(
         configuration: ViewerServerConfiguration,
         sessions: any WHEPSessionHost,
         logger: Logger,
         onServerRunning: @escaping @Sendable (_ port: Int) async -> Void = { _ in }
     ) {
+        self.init(configuration: configuration, cameras: [sessions], logger: logger, onServerRunning: onServerRunning)
+    }
+
+    /// - Parameter onServerRunning: called once the socket is bound, with the
+    ///   port it is bound to (the useful one when port 0 was asked for).
+    public init(
+        configuration: ViewerServerConfiguration,
+        cameras: [any WHEPSessionHost],
+        logger: Logger,
+        onServerRunning: @escaping @Sendable (_ port: Int) async -> Void = { _ in }
+    ) {
+        precondition(!cameras.isEmpty, "a viewer server serves at least one camera")
         self.configuration = configuration
-        self.sessions = sessions
+        self.cameras = cameras
         self.logger = logger
         self.onServerRunning = onServerRunning
     }
@@ -37,7 +49,7 @@ public final class ViewerServer: Service, Sendable {
     /// keep-alive connections are closed. Throws when the address cannot be bound.
     public func run() async throws {
         let responder = ViewerResponder(
-            sessions: sessions,
+            cameras: cameras,
             token: configuration.token,
             maxBodySize: configuration.maxBodySize
         )
@@ -73,19 +85,23 @@ public final class ViewerServer: Service, Sendable {
     }
 
     /// The link to print: `http://HOST:PORT/?token=TOKEN` (without the query
-    /// when the server is open). The port is the bound one once running.
-    public func viewerURL(publicHost: String) -> String {
+    /// when the server is open), and `/cameras/N/` for camera N after the first.
+    /// The port is the bound one once running.
+    public func viewerURL(publicHost: String, camera: Int = 1) -> String {
         var host = publicHost
         if host.contains(":"), !host.hasPrefix("[") { host = "[\(host)]" }
-        var url = "http://\(host):\(boundPort ?? configuration.port)/"
+        var url = "http://\(host):\(boundPort ?? configuration.port)" + Self.cameraPath(camera)
         if let token = configuration.token { url += "?token=\(percentEncoded(token))" }
         return url
     }
+
+    /// Where camera N's page, WHEP endpoint and stats are: `/` for the first, `/cameras/N/` for the others.
+    public static func cameraPath(_ camera: Int) -> String { camera == 1 ? "/" : "/cameras/\(camera)/" }
 }
 
 /// Query-safe form of a token: RFC 3986 unreserved characters kept, every
 /// other byte as %XX.
-func percentEncoded(_ text: String) -> String {
+public func percentEncoded(_ text: String) -> String {
     let hex = Array("0123456789ABCDEF".utf8)
     var out: [UInt8] = []
     for byte in text.utf8 {

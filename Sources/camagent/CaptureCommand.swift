@@ -32,6 +32,7 @@ struct CaptureCommand: ParsableCommand {
     @OptionGroup var global: GlobalOptions
 
     func validate() throws {
+        if video.devices.count > 1 { throw ValidationError("capture takes one --device (publish takes several, one stream each)") }
         if let frames, frames < 1 { throw ValidationError("--frames must be at least 1") }
         if let duration, duration <= 0 { throw ValidationError("--duration must be positive") }
         if output != nil && !videoEnabled { throw ValidationError("--output writes video: give --device too") }

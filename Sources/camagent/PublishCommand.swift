@@ -43,13 +43,16 @@ struct PublishCommand: ParsableCommand {
     var session: String?
 
     /// Where WHIP goes: --whip, or the publish endpoint of --session.
-    var whipEndpoint: String? {
+    /// The WHIP endpoint: --whip, or the session's publish endpoint with its
+    /// query (a stream name, when several cameras make several streams).
+    func whipEndpoint(streamName: String?) -> String? {
         whip ?? session.map { url in
             var base = url
             while base.hasSuffix("/") { base.removeLast() }
             var query: [String] = []
             if !audioFallback { query.append("audioFallback=false") }
             if captions { query.append("publishCaptions=true") }
+            if let streamName { query.append("name=" + percentEncoded(streamName)) }
             return base + "/publish" + (query.isEmpty ? "" : "?" + query.joined(separator: "&"))
         }
     }
@@ -137,6 +140,9 @@ struct PublishCommand: ParsableCommand {
             throw ValidationError("--captions needs --session: speech is recognised by a camagent router session (camagent router), not by the built-in viewer")
         }
         if audio.hasPrefix("file:") && audio.count == 5 { throw ValidationError("--audio file: needs a path (file:PATH.wav)") }
+        if video.devices.count > 1 && whip != nil {
+            throw ValidationError("--whip takes one camera: a WHIP endpoint is one stream. Several cameras publish to the built-in viewer (a page each) or into a router session (--session, a stream each)")
+        }
     }
 
     func run() throws {
@@ -178,28 +184,22 @@ struct PublishCommand: ParsableCommand {
             } catch { throw fail(error) }
         }
 
-        var videoCapture: (any VideoCapture)?
-        if video.device != "none" {
-            let device = video.resolvedDevice(logger: logger)
-            let capture = video.makeCapture(device: device, logger: logger)
+        // Each --device is a stream of its own (its own capture, encoder and
+        // publisher); the microphone goes with the first camera.
+        let cameraNames: [String?] = video.devices.isEmpty ? [nil] : video.devices
+        let several = cameraNames.count > 1
+        var captures: [(any VideoCapture)?] = []
+        for name in cameraNames {
+            guard name != "none" else { captures.append(nil); continue }
+            let capture = video.makeCapture(device: name ?? video.resolvedDevice(logger: logger), logger: logger)
             do { try capture.initialize() } catch { throw fail(error) }
-            videoCapture = service.counting(capture)
+            captures.append(service.counting(capture))
         }
 
-        var signaling: WHIPSignaling?
-        let whip = whipEndpoint
-        if let whip {
-            do {
-                let client = try WHIPClient(endpoint: whip, token: token, timeout: httpTimeout,
-                                            allowInsecureTLS: insecureTLS, logger: logger)
-                signaling = WHIPSignaling(client: client, logger: logger)
-            } catch { throw ValidationError("\(error)") }
-        }
         // The built-in server runs when asked for, and always without a WHIP server.
-        let listenAddress = (listen ?? (whip == nil ? "0.0.0.0:8080" : nil)).flatMap(parseListenAddress)
+        let firstEndpoint = whipEndpoint(streamName: nil)
+        let listenAddress = (listen ?? (firstEndpoint == nil ? "0.0.0.0:8080" : nil)).flatMap(parseListenAddress)
         var settings = PublisherSettings()
-        settings.videoTrack = videoCapture != nil
-        settings.audioTrack = audioDevice != nil
         settings.codecPreference = [codec]
         settings.videoBitrate = bitrate * 1000
         settings.includeLoopbackCandidates = loopbackCandidates
@@ -208,37 +208,60 @@ struct PublishCommand: ParsableCommand {
         settings.reconnect = whipReconnect
         settings.viewerConsentTimeout = viewerTimeout
 
-        let publisher: Publisher
-        do {
-            publisher = try Publisher(settings: settings, videoCapture: videoCapture, audioDevice: audioDevice,
-                                      signaling: signaling, logger: logger) { event in
-                out.event(event)
+        var cameras: [PublishedCamera] = []
+        for (index, capture) in captures.enumerated() {
+            let cameraOut = several ? out.forCamera(index + 1) : out
+            let microphone = index == 0 ? audioDevice : nil
+            // In a session, several cameras are several streams: each is named after its camera.
+            let streamName = several ? "camera \(index + 1): \(capture?.captureSettings?.device ?? "audio")" : nil
+            let whip = whipEndpoint(streamName: streamName)
+            var signaling: WHIPSignaling?
+            if let whip {
+                do {
+                    let client = try WHIPClient(endpoint: whip, token: token, timeout: httpTimeout,
+                                                allowInsecureTLS: insecureTLS, logger: logger)
+                    signaling = WHIPSignaling(client: client, logger: logger)
+                } catch { throw ValidationError("\(error)") }
             }
-        } catch { throw fail(error) }
+            var cameraSettings = settings
+            cameraSettings.videoTrack = capture != nil
+            cameraSettings.audioTrack = microphone != nil
+            let publisher: Publisher
+            do {
+                publisher = try Publisher(settings: cameraSettings, videoCapture: capture, audioDevice: microphone,
+                                          signaling: signaling, logger: logger) { event in
+                    cameraOut.event(event)
+                }
+            } catch { throw fail(error) }
 
-        var negotiated = NegotiatedSummary(event: "negotiated", codec: codec == .vp8 ? "VP8" : "H264",
-                                           audioCodec: audioDevice != nil ? "opus" : nil, whip: whip,
-                                           listen: listenAddress.map { "\($0.host):\($0.port)" })
-        if let s = videoCapture?.captureSettings {
-            negotiated.size = "\(s.outputFormat.width)x\(s.outputFormat.height)"
-            negotiated.fps = s.grantedFramesPerSecond
-            negotiated.device = s.device
-            if !json { printError(s.negotiationText) }
-        }
-        negotiated.audioDevice = audioDevice?.captureSettings?.device
-        if json { out.line(JSONOutput.line(negotiated)) } else {
-            let targets = [whip, listenAddress.map { "viewers on \($0.host):\($0.port)" }].compactMap { $0 }
-            printError("publish:   \(negotiated.codec)\(negotiated.audioCodec.map { " + \($0)" } ?? "") to \(targets.joined(separator: " and "))")
+            var negotiated = NegotiatedSummary(event: "negotiated", codec: codec == .vp8 ? "VP8" : "H264",
+                                               audioCodec: microphone != nil ? "opus" : nil, whip: whip,
+                                               listen: listenAddress.map { "\($0.host):\($0.port)" })
+            if let s = capture?.captureSettings {
+                negotiated.size = "\(s.outputFormat.width)x\(s.outputFormat.height)"
+                negotiated.fps = s.grantedFramesPerSecond
+                negotiated.device = s.device
+                if !json { cameraOut.say(s.negotiationText) }
+            }
+            negotiated.audioDevice = microphone?.captureSettings?.device
+            if json { cameraOut.emit(negotiated) } else {
+                let targets = [whip, listenAddress.map { "viewers on \($0.host):\($0.port)" }].compactMap { $0 }
+                cameraOut.say("publish:   \(negotiated.codec)\(negotiated.audioCodec.map { " + \($0)" } ?? "") to \(targets.joined(separator: " and "))")
+            }
+            cameras.append(PublishedCamera(publisher: publisher, out: cameraOut, negotiated: negotiated))
         }
 
         let stopRequested = Mutex(false)
         let signals = SignalStop { stopRequested.withLock { $0 = true } }
         defer { withExtendedLifetime(signals) {} }
-        service.startWatchdog(hasCamera: videoCapture != nil)
-        service.status(whip.map { "Starting: connecting to \($0)" } ?? "Starting: capture and the viewer server")
-        do { try publisher.publish() } catch {
-            out.finishStatusLine()
-            throw fail(error)
+        service.startWatchdog(hasCamera: captures.contains { $0 != nil })
+        service.status(firstEndpoint.map { "Starting: connecting to \($0)" } ?? "Starting: capture and the viewer server")
+        for (index, camera) in cameras.enumerated() {
+            do { try camera.publisher.publish() } catch {
+                for started in cameras[..<index] { started.publisher.unpublish() }
+                out.finishStatusLine()
+                throw fail(error)
+            }
         }
         var server: RunningViewerServer?
         if let listenAddress {
@@ -246,40 +269,50 @@ struct PublishCommand: ParsableCommand {
                 host: listenAddress.host, port: listenAddress.port,
                 token: open ? nil : (fileToken ?? viewerToken ?? ViewerServerConfiguration.randomToken()))
             do {
-                server = try RunningViewerServer.start(configuration: configuration, publisher: publisher, logger: logger)
+                server = try RunningViewerServer.start(
+                    configuration: configuration, publishers: cameras.map(\.publisher), logger: logger)
             } catch {
-                publisher.unpublish()
+                for camera in cameras { camera.publisher.unpublish() }
                 out.finishStatusLine()
                 printError("camagent: the viewer server cannot listen on \(listenAddress.host):\(listenAddress.port): \(error)")
                 throw ExitCode(ExitCodes.listenFailed)
             }
-            out.serving(server!, listenHost: listenAddress.host, tokenFile: viewerTokenFile)
+            for camera in cameras { camera.out.serving(server!, listenHost: listenAddress.host, tokenFile: viewerTokenFile) }
         }
-        let what = negotiated.device.map { "\($0) \(negotiated.size ?? "")" } ?? "audio"
-        let targets = [whip, listenAddress.map { "viewers on \($0.host):\(server?.server.boundPort ?? $0.port)" }].compactMap { $0 }
-        service.ready(status: "Publishing \(what) to \(targets.joined(separator: " and "))")
+        let what = cameras.map { camera in camera.negotiated.device.map { "\($0) \(camera.negotiated.size ?? "")" } ?? "audio" }
+        let targets = [firstEndpoint, listenAddress.map { "viewers on \($0.host):\(server?.server.boundPort ?? $0.port)" }].compactMap { $0 }
+        service.ready(status: "Publishing \(what.joined(separator: ", ")) to \(targets.joined(separator: " and "))")
         let started = MonotonicTimestamp.now()
         var nextStats = started + .seconds(1)
         while !stopRequested.withLock({ $0 }) {
             if let duration, (MonotonicTimestamp.now() - started).secondsDouble >= duration { break }
-            if publisher.state == .failed { break }
+            if cameras.contains(where: { $0.publisher.state == .failed }) { break }
             Thread.sleep(forTimeInterval: 0.1)
             service.loopTurned()
             if MonotonicTimestamp.now() >= nextStats {
                 nextStats = nextStats + .seconds(1)
-                out.stats(publisher.stats())
+                out.stats(cameras.map { ($0.out, $0.publisher.stats()) })
             }
         }
-        let final = publisher.stats()
-        let failure = publisher.state == .failed ? publisher.failure ?? .connection(.peerClosed) : nil
+        let finals = cameras.map { $0.publisher.stats() }
+        // The first camera that failed says how it ended; the others stop with it.
+        let failed = cameras.first { $0.publisher.state == .failed }?.publisher
+        let failure = failed.map { $0.failure ?? .connection(.peerClosed) }
         service.stopping(status: failure.map { "Stopping: \($0)" } ?? "Stopping")
-        publisher.unpublish()
+        for camera in cameras { camera.publisher.unpublish() }
         server?.stop()
         out.finishStatusLine()
-        out.summary(final)
+        for (camera, final) in zip(cameras, finals) { camera.out.summary(final) }
         // The exit code says what ended it: a lost camera is 74, a dropped session 83.
         if let failure { throw ExitCode(ExitCodes.code(for: failure)) }
     }
+}
+
+/// One camera's stream while publishing: its publisher and where its events go.
+struct PublishedCamera {
+    let publisher: Publisher
+    let out: EventPrinter
+    let negotiated: NegotiatedSummary
 }
 
 /// "1.2.3.4:3478" or "[::1]:3478".
@@ -318,9 +351,9 @@ final class RunningViewerServer: Sendable {
     struct StartError: Error, CustomStringConvertible { var description: String }
 
     /// Starts serving and returns once the socket is bound (or throws why not, within 15 s).
-    static func start(configuration: ViewerServerConfiguration, publisher: Publisher,
+    static func start(configuration: ViewerServerConfiguration, publishers: [Publisher],
                       logger: Logger) throws(StartError) -> RunningViewerServer {
-        let server = ViewerServer(configuration: configuration, sessions: PublisherViewerHost(publisher: publisher),
+        let server = ViewerServer(configuration: configuration, cameras: publishers.map(PublisherViewerHost.init),
                                   logger: logger)
         let outcome = Mutex<(failure: String?, ended: Bool)>((nil, false))
         let ended = DispatchSemaphore(value: 0)
@@ -371,16 +404,51 @@ struct NegotiatedSummary: Encodable {
 }
 
 /// Prints publisher events: JSON lines on stdout, or a status line on stderr.
+/// With several cameras each has a printer of its own (`forCamera`), whose
+/// JSON lines carry `"camera": N` and whose text lines start "camera N:".
 final class EventPrinter: Sendable {
     let json: Bool
-    private let statusLine = StatusLine()
-    private let lock = Mutex(())   // one stdout line at a time
+    /// The camera this printer speaks for, when there are several.
+    let camera: Int?
+    private let output: SharedOutput
 
-    init(json: Bool) { self.json = json }
+    /// What the cameras' printers share: the terminal's status line, and stdout one line at a time.
+    private final class SharedOutput: Sendable {
+        let statusLine = StatusLine()
+        let lock = Mutex(())
+    }
+
+    convenience init(json: Bool) { self.init(json: json, camera: nil, output: SharedOutput()) }
+
+    private init(json: Bool, camera: Int?, output: SharedOutput) {
+        self.json = json
+        self.camera = camera
+        self.output = output
+    }
+
+    /// The printer of camera N (1-based), writing to the same stdout and status line.
+    func forCamera(_ number: Int) -> EventPrinter { EventPrinter(json: json, camera: number, output: output) }
+
+    private var statusLine: StatusLine { output.statusLine }
 
     func line(_ text: String) {
         let bytes = text + "\n"
-        lock.withLock { _ in _ = bytes.utf8CString.withUnsafeBufferPointer { write(1, $0.baseAddress, $0.count - 1) } }
+        output.lock.withLock { _ in _ = bytes.utf8CString.withUnsafeBufferPointer { write(1, $0.baseAddress, $0.count - 1) } }
+    }
+
+    /// One JSON line, labelled with the camera when there are several.
+    func emit<T: Encodable>(_ value: T) {
+        var text = JSONOutput.line(value)
+        if let camera, text.hasPrefix("{") {
+            text = "{\"camera\":\(camera)" + (text == "{}" ? "}" : "," + text.dropFirst())
+        }
+        line(text)
+    }
+
+    /// Text on stderr, each line labelled with the camera when there are several.
+    func say(_ text: String) {
+        guard let camera else { return printError(text) }
+        printError(text.split(separator: "\n", omittingEmptySubsequences: false).map { "camera \(camera): \($0)" }.joined(separator: "\n"))
     }
 
     private struct AudioFileLine: Encodable {
@@ -397,8 +465,8 @@ final class EventPrinter: Sendable {
         case .started(let t): ("fileStarted", t)
         case .ended(let t): ("fileEnded", t)
         }
-        if json { line(JSONOutput.line(AudioFileLine(state: state, path: path, monotonic: time.seconds))) } else {
-            printError("audio:     \(path) \(state == "fileStarted" ? "started" : "ended, silence follows")")
+        if json { emit(AudioFileLine(state: state, path: path, monotonic: time.seconds)) } else {
+            say("audio:     \(path) \(state == "fileStarted" ? "started" : "ended, silence follows")")
         }
     }
 
@@ -407,47 +475,47 @@ final class EventPrinter: Sendable {
     func event(_ event: PublisherEvent) {
         switch event {
         case .stateChanged(let state):
-            if json { line(JSONOutput.line(StateLine(state: state.rawValue))) } else { status("\(state.rawValue)…") }
+            if json { emit(StateLine(state: state.rawValue)) } else { status("\(state.rawValue)…") }
         case .streamCreated(let resource, let codec, let pair):
             if json {
-                line(JSONOutput.line(StateLine(state: "streaming", resource: resource, codec: codec, selectedPair: pair)))
+                emit(StateLine(state: "streaming", resource: resource, codec: codec, selectedPair: pair))
             } else {
                 finishStatusLine()
-                printError("streaming: \(codec) via \(pair ?? "?"), resource \(resource)")
+                say("streaming: \(codec) via \(pair ?? "?"), resource \(resource)")
             }
         case .streamDestroyed(let reason):
-            if json { line(JSONOutput.line(StateLine(state: "dropped", reason: reason))) } else {
+            if json { emit(StateLine(state: "dropped", reason: reason)) } else {
                 finishStatusLine()
-                printError("camagent: stream dropped: \(reason)")
+                say("camagent: stream dropped: \(reason)")
             }
         case .failed(let error):
-            if json { line(JSONOutput.line(StateLine(state: "error", error: error.description))) }
-            else { finishStatusLine(); printError("camagent: \(error)") }
+            if json { emit(StateLine(state: "error", error: error.description)) }
+            else { finishStatusLine(); say("camagent: \(error)") }
         case .viewerJoined(let id, let codec, let pair):
             viewersJoined.withLock { $0 += 1 }
-            if json { line(JSONOutput.line(ViewerLine(state: "joined", id: id, codec: codec, selectedPair: pair))) } else {
+            if json { emit(ViewerLine(state: "joined", id: id, codec: codec, selectedPair: pair)) } else {
                 finishStatusLine()
-                printError("viewer:    \(id) joined (\(codec) via \(pair ?? "?"))")
+                say("viewer:    \(id) joined (\(codec) via \(pair ?? "?"))")
             }
         case .viewerVideoQuality(let id, let change):
-            if json { line(JSONOutput.line(ViewerLine(state: change.rawValue, id: id))) } else {
+            if json { emit(ViewerLine(state: change.rawValue, id: id)) } else {
                 finishStatusLine()
-                printError("viewer:    \(id): \(change.rawValue) (audio fallback)")
+                say("viewer:    \(id): \(change.rawValue) (audio fallback)")
             }
         case .viewerLeft(let id, let reason):
-            if json { line(JSONOutput.line(ViewerLine(state: "left", id: id, reason: reason))) } else {
+            if json { emit(ViewerLine(state: "left", id: id, reason: reason)) } else {
                 finishStatusLine()
-                printError("viewer:    \(id) left: \(reason)")
+                say("viewer:    \(id) left: \(reason)")
             }
         case .deviceLost(let kind, let reason):
-            if json { line(JSONOutput.line(DeviceLine(state: "lost", kind: kind.rawValue, reason: reason))) } else {
+            if json { emit(DeviceLine(state: "lost", kind: kind.rawValue, reason: reason)) } else {
                 finishStatusLine()
-                printError("device:    \(kind.rawValue) lost (\(reason)); sessions stay up, waiting for it")
+                say("device:    \(kind.rawValue) lost (\(reason)); sessions stay up, waiting for it")
             }
         case .deviceRestored(let kind, let description):
-            if json { line(JSONOutput.line(DeviceLine(state: "restored", kind: kind.rawValue, reason: description))) } else {
+            if json { emit(DeviceLine(state: "restored", kind: kind.rawValue, reason: description)) } else {
                 finishStatusLine()
-                printError("device:    \(kind.rawValue) \(description)")
+                say("device:    \(kind.rawValue) \(description)")
             }
         }
     }
@@ -466,17 +534,17 @@ final class EventPrinter: Sendable {
             // Any address: name one a LAN viewer can use.
             host = HostInterfaces.addresses(includeLoopback: false).first { $0.ip.contains(".") }?.ip ?? "127.0.0.1"
         }
-        var url = server.viewerURL(publicHost: host)
+        var url = server.viewerURL(publicHost: host, camera: camera ?? 1)
         if tokenFile != nil { url = String(url.prefix { $0 != "?" }) }
         let port = server.boundPort ?? server.configuration.port
-        let whep = "http://\(host.contains(":") ? "[\(host)]" : host):\(port)/whep"
+        let whep = "http://\(host.contains(":") ? "[\(host)]" : host):\(port)\(ViewerServer.cameraPath(camera ?? 1))whep"
         if json {
-            line(JSONOutput.line(ServingLine(url: url, whep: whep, port: port,
-                                             token: tokenFile == nil ? server.configuration.token : nil, tokenFile: tokenFile)))
+            emit(ServingLine(url: url, whep: whep, port: port,
+                             token: tokenFile == nil ? server.configuration.token : nil, tokenFile: tokenFile))
         } else {
             finishStatusLine()
-            printError("viewer:    open \(url)" + (tokenFile.map { " (with the token in \($0): camagent status prints the whole URL)" } ?? ""))
-            printError("whep:      \(whep)\(server.configuration.token == nil ? " (open: no token)" : " (token required)")")
+            say("viewer:    open \(url)" + (tokenFile.map { " (with the token in \($0): camagent status prints the whole URL)" } ?? ""))
+            say("whep:      \(whep)\(server.configuration.token == nil ? " (open: no token)" : " (token required)")")
         }
     }
 
@@ -506,11 +574,18 @@ final class EventPrinter: Sendable {
         }
     }
 
-    func stats(_ s: PublisherStats) {
+    /// Every camera's stats: a JSON line each, or one status line for them all.
+    func stats(_ cameras: [(out: EventPrinter, stats: PublisherStats)]) {
         if json {
-            line(JSONOutput.line(StatsLine("stats", s)))
+            for camera in cameras { camera.out.emit(StatsLine("stats", camera.stats)) }
             return
         }
+        statusLine.show(cameras.map { camera in
+            (camera.out.camera.map { "camera \($0): " } ?? "") + Self.statsText(camera.stats)
+        }.joined(separator: " | "))
+    }
+
+    private static func statsText(_ s: PublisherStats) -> String {
         var parts = [s.state.rawValue + (s.videoDeviceLost ? " (camera lost)" : "")]
         let watching = s.viewers.filter { $0.state == "connected" }
         if s.state == .serving || !s.viewers.isEmpty { parts.append("\(watching.count) viewer(s)") }
@@ -524,21 +599,21 @@ final class EventPrinter: Sendable {
         let lost = (s.video?.packetsLost ?? 0) + (s.audio?.packetsLost ?? 0)
             + watching.reduce(0) { $0 + ($1.video?.packetsLost ?? 0) + ($1.audio?.packetsLost ?? 0) }
         parts.append("lost \(lost)")
-        status(parts.joined(separator: "  "))
+        return parts.joined(separator: "  ")
     }
 
     func summary(_ s: PublisherStats) {
         if json {
-            line(JSONOutput.line(StatsLine("summary", s)))
+            emit(StatsLine("summary", s))
         } else {
             var text = "summary:   \(s.framesEncoded) frames encoded, \(viewersJoined.withLock { $0 }) viewer(s) served, \(s.connections) WHIP connection(s)"
             if let v = s.video { text += "; video \(v.framesEncoded) frames, \(v.packetsSent) packets, \(v.bytesSent) bytes, \(v.nackReceived) NACK, \(v.pliReceived) PLI" }
             if let a = s.audio { text += "; audio \(a.framesEncoded) frames, \(a.packetsSent) packets" }
-            printError(text)
+            say(text)
         }
     }
 
-    private func status(_ text: String) { statusLine.show(text) }
+    private func status(_ text: String) { statusLine.show((camera.map { "camera \($0): " } ?? "") + text) }
 
     func finishStatusLine() { statusLine.finish() }
 }

@@ -5,8 +5,11 @@ import VideoSources
 
 /// Options that choose and shape a video source; shared by capture and publish.
 struct VideoSourceOptions: ParsableArguments {
-    @Option(help: "Camera: a node (/dev/videoN), a /dev/v4l/by-id or by-path link, a card name ('camagent devices' lists them) or usb:VID:PID[:SERIAL]; or 'test-pattern'. Default: the first camera, else the test pattern.")
-    var device: String?
+    @Option(name: .customLong("device"), help: "Camera: a node (/dev/videoN), a /dev/v4l/by-id or by-path link, a card name ('camagent devices' lists them) or usb:VID:PID[:SERIAL]; or 'test-pattern'. Default: the first camera, else the test pattern. publish takes it more than once: one stream per camera.")
+    var devices: [String] = []
+
+    /// The camera, for the commands that take one.
+    var device: String? { devices.first }
 
     @Option(help: "Frame size WxH; the nearest the device offers is used.", transform: { text in
         guard let size = FrameSize(parsing: text), size.width <= 16384, size.height <= 16384 else {
@@ -58,9 +61,10 @@ struct VideoSourceOptions: ParsableArguments {
         guard fps > 0, fps <= 1000 else { throw ValidationError("--fps must be between 0 and 1000") }
         guard buffers >= 1, buffers <= 32 else { throw ValidationError("--buffers must be between 1 and 32") }
         guard frameTimeout > 0 else { throw ValidationError("--frame-timeout must be positive") }
-        if let device, device != "test-pattern", device != "none" {
+        for device in devices where device != "test-pattern" && device != "none" {
             do { _ = try DeviceName(parsing: device) } catch { throw ValidationError(error.description) }
         }
+        if devices.count > 1 && devices.contains("none") { throw ValidationError("--device none leaves out video: it cannot go with other cameras") }
     }
 
     var orientation: VideoOrientation { VideoOrientation(rotation: rotation, mirrored: mirror) }

@@ -41,6 +41,7 @@ let sdpType = ("Content-Type", "application/sdp")
 func withServer(
     token: String? = nil,
     host: FakeSessionHost = FakeSessionHost(),
+    moreCameras: [FakeSessionHost] = [],
     _ body: (_ port: Int, _ server: ViewerServer) async throws -> Void
 ) async throws {
     let (ports, continuation) = AsyncStream<Int>.makeStream()
@@ -48,7 +49,7 @@ func withServer(
     logger.logLevel = .warning
     let server = ViewerServer(
         configuration: .init(host: "127.0.0.1", port: 0, token: token),
-        sessions: host,
+        cameras: [host] + moreCameras,
         logger: logger,
         onServerRunning: { continuation.yield($0) }
     )
@@ -299,9 +300,20 @@ func parseExposition(_ text: String) throws -> Exposition {
             result.types[fields[2]] = fields[3]
         } else {
             try #require(fields.count == 2, "sample line \(line)")
+            // name, or name{label="value",...}
             let name = fields[0]
-            try #require(name.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_" || $0 == ":") })
-            try #require(result.types[name] != nil, "TYPE before sample \(name)")
+            let base = String(name.prefix { $0 != "{" })
+            try #require(base.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_" || $0 == ":") })
+            if base != name {
+                let labels = name.dropFirst(base.count)
+                try #require(labels.hasPrefix("{") && labels.hasSuffix("}"), "labels of \(line)")
+                for pair in labels.dropFirst().dropLast().split(separator: ",") {
+                    let parts = pair.split(separator: "=", maxSplits: 1)
+                    try #require(parts.count == 2 && parts[0].allSatisfy { $0.isASCII && ($0.isLetter || $0 == "_") }
+                                 && parts[1].hasPrefix("\"") && parts[1].hasSuffix("\"") && parts[1].count >= 2, "label \(pair)")
+                }
+            }
+            try #require(result.types[base] != nil, "TYPE before sample \(name)")
             guard let value = Double(fields[1]) else { throw ExpositionError.notANumber(String(line)) }
             result.samples[name] = value
         }
@@ -376,5 +388,41 @@ struct ViewerServerPieceTests {
         let end = try #require(lines[(start + 1)...].firstIndex(of: "\"\"\"#"))
         #expect(lines[(start + 1)..<end].joined(separator: "\n") == viewerPageHTML)
         #expect(!viewerPageHTML.contains("\\#"))
+    }
+}
+
+@Suite("Several cameras")
+struct SeveralCamerasTests {
+    @Test("camera 2 lives under /cameras/2/: its own viewers, stats and page; no camera 3; /metrics labels each")
+    func secondCamera() async throws {
+        let first = FakeSessionHost(), second = FakeSessionHost()
+        try await withServer(host: first, moreCameras: [second]) { port, server in
+            let created = try await httpRequest(port: port, method: "POST", path: "/cameras/2/whep", headers: [sdpType], body: offer)
+            #expect(created.status == 201)
+            #expect(created.header("Location") == "/cameras/2/whep/viewer-1")
+            #expect(await second.viewers.count == 1)
+            #expect(await first.viewers.isEmpty)
+            // The first camera's viewer-1 does not exist: the ids are per camera.
+            #expect(try await httpRequest(port: port, method: "DELETE", path: "/whep/viewer-1").status == 404)
+            #expect(try await httpRequest(port: port, method: "DELETE", path: "/cameras/2/whep/viewer-1").status == 200)
+
+            let missing = try await httpRequest(port: port, method: "POST", path: "/cameras/3/whep", headers: [sdpType], body: offer)
+            #expect(missing.status == 404)
+            #expect(try await httpRequest(port: port, method: "GET", path: "/cameras/0/").status == 404)
+
+            // The page needs its trailing slash to find ./whep.
+            let bare = try await httpRequest(port: port, method: "GET", path: "/cameras/2?token=x")
+            #expect(bare.status == 308)
+            #expect(bare.header("Location") == "/cameras/2/?token=x")
+            let page = try await httpRequest(port: port, method: "GET", path: "/cameras/2/")
+            #expect(page.status == 200 && page.text.contains("<html"))
+            #expect(server.viewerURL(publicHost: "10.0.0.5", camera: 2).hasSuffix("/cameras/2/"))
+
+            _ = try await httpRequest(port: port, method: "POST", path: "/whep", headers: [sdpType], body: offer)
+            let metrics = try parseExposition(try await httpRequest(port: port, method: "GET", path: "/cameras/2/metrics").text)
+            #expect(metrics.samples["camagent_viewers{camera=\"1\"}"] == 1)
+            #expect(metrics.samples["camagent_viewers{camera=\"2\"}"] == 0)
+            #expect(metrics.samples["camagent_viewers"] == nil)
+        }
     }
 }
