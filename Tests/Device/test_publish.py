@@ -276,3 +276,51 @@ def test_full_range_mjpeg_keeps_its_colour(receiver, tmp_path):
 def tmp_path_of(receiver):
     from pathlib import Path
     return Path(os.path.dirname(receiver.summary_path))
+
+
+WHEP_VIEWER = os.path.join(ROOT, "Tests", "Publish", "whep_viewer.py")
+
+
+def vivid_capture_nodes():
+    """The capture nodes of every vivid instance, in instance order (sysfs names them vivid-NNN-vid-cap)."""
+    nodes = []
+    for name in sorted(os.listdir("/sys/class/video4linux")):
+        with open(f"/sys/class/video4linux/{name}/name") as f:
+            label = f.read().strip()
+        if label.startswith("vivid-") and label.endswith("-vid-cap"):
+            nodes.append((label, f"/dev/{name}"))
+    return [node for _, node in sorted(nodes)]
+
+
+def test_two_vivid_cameras_are_two_streams_an_aiortc_viewer_decodes(vivid, guest_address, tmp_path, vivid_restored):
+    """Two vivid instances (n_devs=2) published by one agent, each watched over WHEP by aiortc in the guest."""
+    reload_vivid_with(vivid, ["n_devs=2", "node_types=0x1,0x1"])
+    wait_for(lambda: len(vivid_capture_nodes()) == 2, 30, "two vivid capture nodes")
+    first, second = vivid_capture_nodes()
+    pub = Publisher(["--device", first, "--device", second, "--size", "640x360", "--fps", "15", "--audio", "none",
+                     "--listen", f"{guest_address}:0", "--open", "--duration", "60"], tmp_path)
+    serving = {}
+    for camera in (1, 2):
+        serving[camera] = pub.wait_for(lambda e, c=camera: e.get("event") == "serving" and e.get("camera") == c,
+                                       60, f"camera {camera}'s serving line")
+    negotiated = {e["camera"]: e["device"] for e in pub.events if e.get("event") == "negotiated"}
+    assert negotiated == {1: first, 2: second}, pub.events
+    assert serving[2]["whep"].endswith("/cameras/2/whep"), serving[2]
+
+    summaries = {}
+    for camera in (1, 2):
+        path = str(tmp_path / f"viewer-{camera}.json")
+        viewer = subprocess.run([sys.executable, WHEP_VIEWER, "--url", serving[camera]["whep"], "--duration", "6",
+                                 "--summary", path], capture_output=True, text=True, timeout=120)
+        assert viewer.returncode == 0, (camera, viewer.returncode, viewer.stderr[-3000:])
+        with open(path) as f:
+            summaries[camera] = json.load(f)
+    pub.proc.send_signal(signal.SIGINT)
+    code = pub.finish()
+    assert code == 0, pub.log()
+    for camera, summary in summaries.items():
+        video = summary["video"]
+        assert len(video) == 1 and video[0]["frames"] >= 0.5 * 5 * 15, (camera, video)
+        assert set(video[0]["sizes"]) == {"640x360"}, (camera, video[0]["sizes"])
+    ends = {e["camera"]: e["framesEncoded"] for e in pub.events if e.get("event") == "summary"}
+    assert sorted(ends) == [1, 2] and all(n > 0 for n in ends.values()), ends
