@@ -84,13 +84,16 @@ def vivid_back_at_video0(vivid):
     os.chmod(vivid, 0o600)
 
 
-def test_watchdog_pings_stop_while_vivid_stalls_and_resume_after(vivid, tmp_path):
+# With a second camera that keeps delivering (the test pattern), vivid's stall must stop the pings all the same.
+@pytest.mark.parametrize("cameras", [["vivid"], ["vivid", "test-pattern"]], ids=["one camera", "two cameras"])
+def test_watchdog_pings_stop_while_vivid_stalls_and_resume_after(vivid, tmp_path, cameras):
     tool(["ip", "link", "set", "lo", "up"])   # the viewer server listens on 127.0.0.1
     manager = NotifySocket(str(tmp_path / "notify.sock"))
     dropped = find_control(vivid, "dropped", "buffers")
     env = dict(os.environ, NOTIFY_SOCKET=manager.path, WATCHDOG_USEC="2000000")   # a ping each second
+    devices = [arg for camera in cameras for arg in ("--device", camera)]
     # By card name; a long frame timeout, so the stall is the watchdog's to notice, not the capturer's.
-    proc = subprocess.Popen([BIN, "publish", "--device", "vivid", "--size", "320x180", "--fps", "15", "--audio", "none",
+    proc = subprocess.Popen([BIN, "publish", *devices, "--size", "320x180", "--fps", "15", "--audio", "none",
                              "--listen", "127.0.0.1:0", "--open", "--frame-timeout", "300"],
                             stdout=subprocess.DEVNULL, stderr=open(tmp_path / "camagent.log", "w"), env=env)
     try:

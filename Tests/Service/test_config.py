@@ -218,3 +218,25 @@ def test_the_default_path_is_read_when_there_is_no_config_option(tmp_path):
     finally:
         if made:
             os.rmdir("/etc/camagent")
+
+
+def test_a_list_of_cameras_in_the_file_publishes_each(tmp_path):
+    config = write(tmp_path, """
+[publish]
+device = ["test-pattern", "test-pattern"]
+size = "320x240"
+audio = "none"
+listen = "127.0.0.1:0"
+duration = 2
+json = true
+""")
+    proc = run(["publish", "--config", config], timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    serving = [e for e in map(json.loads, proc.stdout.splitlines()) if e.get("event") == "serving"]
+    assert sorted(e["camera"] for e in serving) == [1, 2], proc.stdout[:2000]
+    assert serving[0]["port"] == serving[1]["port"]
+    # One --device on the command line replaces the file's whole list.
+    proc = run(["publish", "--config", config, "--device", "test-pattern"], timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    serving = [e for e in map(json.loads, proc.stdout.splitlines()) if e.get("event") == "serving"]
+    assert len(serving) == 1 and "camera" not in serving[0], serving

@@ -13,8 +13,12 @@ final class PublishServiceNotifications: Sendable {
     private let notifier: ServiceNotifier?
     private let watchdogSettings: WatchdogSettings?
     private let logger: Logger
-    /// Frames the camera handed to the publisher: what earns a watchdog ping.
-    private let frames = Atomic<UInt64>(0)
+    /// Frames each camera handed to its publisher: what earns a watchdog ping.
+    private let cameras = Mutex<[FrameCounter]>([])
+
+    private final class FrameCounter: Sendable {
+        let frames = Atomic<UInt64>(0)
+    }
     /// Turns of the command's main loop: the ping's earner when there is no camera (audio only).
     private let loopTurns = Atomic<UInt64>(0)
     private let watchdog = Mutex<ProgressWatchdog?>(nil)
@@ -38,10 +42,12 @@ final class PublishServiceNotifications: Sendable {
         }
     }
 
-    /// The capture, with every frame it delivers counted for the watchdog.
+    /// The capture, with every frame it delivers counted for the watchdog (a count per camera).
     func counting(_ capture: any VideoCapture) -> any VideoCapture {
         guard notifier != nil else { return capture }
-        return FrameCountingCapture(wrapping: capture) { [self] in frames.add(1, ordering: .relaxed) }
+        let counter = FrameCounter()
+        cameras.withLock { $0.append(counter) }
+        return FrameCountingCapture(wrapping: capture) { counter.frames.add(1, ordering: .relaxed) }
     }
 
     /// Starts pinging at half of WATCHDOG_USEC while frames (or, without a
@@ -51,7 +57,10 @@ final class PublishServiceNotifications: Sendable {
         guard let notifier, let settings = watchdogSettings else { return }
         let progress: @Sendable () -> UInt64
         if hasCamera {
-            progress = { [self] in frames.load(ordering: .relaxed) }
+            // The slowest camera's count: with several, one that stalls stops the pings too.
+            progress = { [self] in
+                cameras.withLock { $0.reduce(UInt64.max) { Swift.min($0, $1.frames.load(ordering: .relaxed)) } }
+            }
         } else {
             progress = { [self] in loopTurns.load(ordering: .relaxed) }
         }
