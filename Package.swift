@@ -165,6 +165,7 @@ let package = Package(
         .target(
             name: "ViewerServer",
             dependencies: [
+                "HTTPLimits",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
@@ -175,6 +176,7 @@ let package = Package(
         .target(
             name: "SessionServer",
             dependencies: [
+                "HTTPLimits",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "JWTKit", package: "jwt-kit"),
@@ -195,6 +197,14 @@ let package = Package(
         .target(
             name: "Captions",
             dependencies: ["MediaTypes", "Encoders", .product(name: "Logging", package: "swift-log")]
+        ),
+        // The HTTP servers' limits (viewer and router): connections, header sizes, slow and idle clients.
+        .target(
+            name: "HTTPLimits",
+            dependencies: [
+                .product(name: "HummingbirdCore", package: "hummingbird"), .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         // The configuration file: TOML sections of command options, checked against each command's options.
         .target(name: "AgentConfiguration", dependencies: [.product(name: "TOMLKit", package: "TOMLKit")]),
@@ -242,12 +252,12 @@ let package = Package(
         ),
         .testTarget(
             name: "ViewerServerTests",
-            dependencies: ["ViewerServer", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["ViewerServer", "TestSupport", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(
             name: "SessionServerTests",
             dependencies: [
-                "SessionServer",
+                "SessionServer", "TestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
             ]

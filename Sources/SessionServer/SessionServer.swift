@@ -1,4 +1,6 @@
+import HTTPLimits
 import Hummingbird
+import HummingbirdCore
 import HummingbirdWebSocket
 import Logging
 import ServiceLifecycle
@@ -80,12 +82,24 @@ public final class SessionServer: Service, Sendable {
             autoPing: .enabled(timePeriod: .seconds(30)),
             closeTimeout: .seconds(10)
         )
+        let limits = configuration.serverLimits
+        // Signalling connections last as long as a session: no HTTP idle timeout
+        // (WebSocket pings watch them); the head deadline covers the handshake.
+        let http1 = HTTP1Channel.Configuration(httpDecoderConfiguration: limits.decoder)
         return Application(
             responder: makeResponder(),
-            server: .http1WebSocketUpgrade(configuration: .init(ws: webSocket)) { head, channel, logger in
-                await upgrade.shouldUpgrade(head, channel: channel, logger: logger)
+            server: HTTPServerBuilder { responder in
+                RequestHeadDeadlineChannel(
+                    HTTP1WebSocketUpgradeChannel(
+                        responder: responder, configuration: .init(http1: http1, ws: webSocket)
+                    ) { head, channel, logger in
+                        await upgrade.shouldUpgrade(head, channel: channel, logger: logger)
+                    },
+                    timeout: limits.requestHeadTimeout)
             },
-            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "camagent-router"),
+            configuration: .init(
+                address: .hostname(configuration.host, port: configuration.port), serverName: "camagent-router",
+                availableConnectionsDelegate: limits.availableConnections),
             onServerRunning: { [self] channel in
                 let bound = channel.localAddress?.port ?? configuration.port
                 port.withLock { $0 = bound }

@@ -1,3 +1,4 @@
+@_exported import struct HTTPLimits.ServerLimits
 /// Where the router listens and how much it holds.
 public struct SessionServerConfiguration: Sendable, Equatable {
     /// Address to bind: "127.0.0.1" (the default: this machine only), "0.0.0.0", "::", ...
@@ -7,9 +8,12 @@ public struct SessionServerConfiguration: Sendable, Equatable {
     public var limits: RegistryLimits
     /// Largest request body read (SDP offers, JSON); larger gets 413.
     public var maxBodySize: Int
+    /// Connections, header sizes and slow clients (HTTPLimits).
+    public var serverLimits: ServerLimits
 
     public init(host: String = "127.0.0.1", port: Int = 8090, limits: RegistryLimits = RegistryLimits(),
-                maxBodySize: Int = 64 * 1024) {
+                maxBodySize: Int = 64 * 1024, serverLimits: ServerLimits = ServerLimits()) {
+        self.serverLimits = serverLimits
         self.host = host
         self.port = port
         self.limits = limits

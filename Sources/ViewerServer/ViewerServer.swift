@@ -1,4 +1,6 @@
+import HTTPLimits
 import Hummingbird
+import HummingbirdCore
 import Logging
 import ServiceLifecycle
 import Synchronization
@@ -53,11 +55,20 @@ public final class ViewerServer: Service, Sendable {
             token: configuration.token,
             maxBodySize: configuration.maxBodySize
         )
+        let limits = configuration.serverLimits
         let app = Application(
             responder: responder,
+            server: HTTPServerBuilder { responder in
+                RequestHeadDeadlineChannel(
+                    HTTP1Channel(
+                        responder: responder,
+                        configuration: .init(idleTimeout: limits.idleTimeout, httpDecoderConfiguration: limits.decoder)),
+                    timeout: limits.requestHeadTimeout)
+            },
             configuration: .init(
                 address: .hostname(configuration.host, port: configuration.port),
-                serverName: "camagent"
+                serverName: "camagent",
+                availableConnectionsDelegate: limits.availableConnections
             ),
             onServerRunning: { [self] channel in
                 let bound = channel.localAddress?.port ?? configuration.port

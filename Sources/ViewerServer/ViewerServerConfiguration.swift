@@ -1,3 +1,4 @@
+@_exported import struct HTTPLimits.ServerLimits
 /// Where the viewer server listens and whether it wants a token.
 public struct ViewerServerConfiguration: Sendable, Equatable {
     /// Address to bind: "0.0.0.0" (every IPv4 interface), "::", "127.0.0.1", ...
@@ -9,12 +10,16 @@ public struct ViewerServerConfiguration: Sendable, Equatable {
     public var token: String?
     /// Largest request body accepted (an SDP offer is a few KiB); larger gets 413.
     public var maxBodySize: Int
+    /// Connections, header sizes, slow and idle clients (HTTPLimits).
+    public var serverLimits: ServerLimits
 
-    public init(host: String = "0.0.0.0", port: Int = 8080, token: String? = nil, maxBodySize: Int = 64 * 1024) {
+    public init(host: String = "0.0.0.0", port: Int = 8080, token: String? = nil, maxBodySize: Int = 64 * 1024,
+                serverLimits: ServerLimits = ServerLimits()) {
         self.host = host
         self.port = port
         self.token = token
         self.maxBodySize = maxBodySize
+        self.serverLimits = serverLimits
     }
 
     /// A fresh token: 128 random bits as 32 lowercase hex digits (URL-safe).

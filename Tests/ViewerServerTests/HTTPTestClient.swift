@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -18,7 +19,7 @@ struct HTTPTestResponse {
     }
 }
 
-enum HTTPTestError: Error { case socket(Int32), connect(Int32), malformed(String) }
+enum HTTPTestError: Error { case malformed(String) }
 
 func httpRequest(
     port: Int,
@@ -32,14 +33,7 @@ func httpRequest(
     if !body.isEmpty || method == "POST" { request += "Content-Length: \(body.count)\r\n" }
     request += "\r\n"
     let bytes = Array(request.utf8) + body
-    // The socket calls block, so they run on a thread of their own: blocking the
-    // few threads of the concurrency pool would starve the server's handlers.
-    let raw: [UInt8] = try await withCheckedThrowingContinuation { continuation in
-        Thread {
-            continuation.resume(with: Result { try exchange(port: port, bytes) })
-        }.start()
-    }
-    return try parseResponse(raw)
+    return try parseResponse(try await onOwnThread { try exchange(port: port, bytes) })
 }
 
 func httpRequest(port: Int, method: String, path: String, headers: [(String, String)] = [], body: String) async throws -> HTTPTestResponse {
@@ -47,35 +41,9 @@ func httpRequest(port: Int, method: String, path: String, headers: [(String, Str
 }
 
 private func exchange(port: Int, _ bytes: [UInt8]) throws -> [UInt8] {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { throw HTTPTestError.socket(errno) }
-    defer { close(fd) }
-    var timeout = timeval(tv_sec: 10, tv_usec: 0)
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = in_port_t(UInt16(port).bigEndian)
-    address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
-    let connected = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-        }
-    }
-    guard connected == 0 else { throw HTTPTestError.connect(errno) }
-    var sent = 0
-    while sent < bytes.count {
-        let n = bytes[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-        if n <= 0 { break }  // the server may answer (413) and close before reading everything
-        sent += n
-    }
-    var received: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 65536)
-    while true {
-        let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-        if n <= 0 { break }
-        received += chunk[0..<n]
-    }
-    return received
+    let connection = try RawTCPConnection(port: port)
+    connection.send(bytes)  // the server may answer (413) and close before reading everything
+    return connection.readToEnd(timeout: 10)
 }
 
 private func parseResponse(_ raw: [UInt8]) throws -> HTTPTestResponse {

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Synchronization
+import TestSupport
 import Testing
 
 @testable import ViewerServer
@@ -40,6 +41,7 @@ let sdpType = ("Content-Type", "application/sdp")
 /// Runs a server on 127.0.0.1, a port the kernel picks, for the duration of `body`.
 func withServer(
     token: String? = nil,
+    limits: ServerLimits = ServerLimits(),
     host: FakeSessionHost = FakeSessionHost(),
     moreCameras: [FakeSessionHost] = [],
     _ body: (_ port: Int, _ server: ViewerServer) async throws -> Void
@@ -48,7 +50,7 @@ func withServer(
     var logger = Logger(label: "ViewerServerTests")
     logger.logLevel = .warning
     let server = ViewerServer(
-        configuration: .init(host: "127.0.0.1", port: 0, token: token),
+        configuration: .init(host: "127.0.0.1", port: 0, token: token, serverLimits: limits),
         cameras: [host] + moreCameras,
         logger: logger,
         onServerRunning: { continuation.yield($0) }
@@ -333,7 +335,7 @@ struct ViewerServerPieceTests {
         }
         // The task group returned, so run() ended; the port is closed now.
         let port = try #require(portSeen.withLock { $0 })
-        await #expect(throws: HTTPTestError.self) {
+        await #expect(throws: RawTCPConnection.Failure.self) {
             _ = try await httpRequest(port: port, method: "GET", path: "/")
         }
     }
@@ -423,6 +425,104 @@ struct SeveralCamerasTests {
             #expect(metrics.samples["camagent_viewers{camera=\"1\"}"] == 1)
             #expect(metrics.samples["camagent_viewers{camera=\"2\"}"] == 0)
             #expect(metrics.samples["camagent_viewers"] == nil)
+        }
+    }
+}
+
+@Suite("Limits")
+struct ServerLimitsTests {
+    /// Reads until the server closes the connection or `seconds` pass.
+    static func closedWithin(_ connection: RawTCPConnection, seconds: Double) -> Bool {
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        while ContinuousClock.now < deadline {
+            switch connection.read(timeout: 0.5) {
+            case .closed: return true
+            case .bytes, .nothing: continue
+            }
+        }
+        return false
+    }
+
+    @Test("a connection whose request head never completes is closed, even when a byte comes now and then; others are served")
+    func slowloris() async throws {
+        let limits = ServerLimits(requestHeadTimeout: .seconds(1), idleTimeout: .seconds(60))
+        try await withServer(limits: limits) { port, _ in
+            let (dribblerClosed, silentClosed) = try await onOwnThread {
+                let silent = try RawTCPConnection(port: port)
+                _ = silent.send("GET / HTTP/1.1\r\nHost: x\r\n")
+                let dribbler = try RawTCPConnection(port: port)
+                _ = dribbler.send("GET / HTTP/1.1\r\n")
+                // A header byte every 200 ms keeps the connection from being idle: only the head deadline can end it.
+                var closed = false
+                for byte in Array("X-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa".utf8) {
+                    if case .closed = dribbler.read(timeout: 0.2) { closed = true; break }
+                    if !dribbler.send([byte]) { closed = true; break }
+                }
+                return (closed, Self.closedWithin(silent, seconds: 20))
+            }
+            #expect(dribblerClosed, "the dribbling connection outlived its head deadline")
+            #expect(silentClosed)
+            let served = try await httpRequest(port: port, method: "GET", path: "/")
+            #expect(served.status == 200)
+        }
+    }
+
+    @Test("a head within the deadline is served, and the connection stays for the next request")
+    func headInTime() async throws {
+        try await withServer(limits: ServerLimits(requestHeadTimeout: .seconds(1))) { port, _ in
+            let connection = try RawTCPConnection(port: port)
+            let first = try await onOwnThread {
+                _ = connection.send("GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+                return connection.read(timeout: 10)
+            }
+            guard case .bytes(let bytes) = first else { Issue.record("no answer: \(first)"); return }
+            #expect(String(decoding: bytes.prefix(15), as: UTF8.self) == "HTTP/1.1 200 OK")
+            // Past the head deadline the kept-alive connection still works (the deadline is the first head's).
+            try await Task.sleep(for: .seconds(2))
+            let second = try await onOwnThread {
+                _ = connection.send("GET /stats HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                return connection.readToEnd(timeout: 10)
+            }
+            #expect(String(decoding: second.prefix(15), as: UTF8.self) == "HTTP/1.1 200 OK")
+        }
+    }
+
+    @Test("oversized headers get 400 and the connection closes; the server goes on")
+    func headerLimit() async throws {
+        try await withServer(limits: ServerLimits(maxHeaderBytes: 4096, maxHeaderFields: 20)) { port, _ in
+            let answers = try await onOwnThread {
+                let big = try RawTCPConnection(port: port)
+                _ = big.send("GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + String(repeating: "a", count: 8192) + "\r\n\r\n")
+                let many = try RawTCPConnection(port: port)
+                _ = many.send("GET / HTTP/1.1\r\nHost: x\r\n" + (0..<40).map { "X-\($0): y\r\n" }.joined() + "\r\n")
+                return [big.readToEnd(timeout: 10), many.readToEnd(timeout: 10)]
+            }
+            for answer in answers { #expect(String(decoding: answer.prefix(12), as: UTF8.self) == "HTTP/1.1 400") }
+            #expect(try await httpRequest(port: port, method: "GET", path: "/").status == 200)
+        }
+    }
+
+    @Test("past the connection limit a new connection waits until one closes, then is served")
+    func connectionLimit() async throws {
+        try await withServer(limits: ServerLimits(maxConnections: 2)) { port, _ in
+            let (heldAnswered, early, answer) = try await onOwnThread {
+                var held: [RawTCPConnection] = []
+                var answered = 0
+                for _ in 0..<2 {
+                    let connection = try RawTCPConnection(port: port)
+                    _ = connection.send("GET /stats HTTP/1.1\r\nHost: x\r\n\r\n")
+                    if case .bytes = connection.read(timeout: 10) { answered += 1 }
+                    held.append(connection)
+                }
+                let third = try RawTCPConnection(port: port)
+                _ = third.send("GET /stats HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                let early = third.read(timeout: 2)
+                held.removeFirst()  // closes it
+                return (answered, early, third.readToEnd(timeout: 10))
+            }
+            #expect(heldAnswered == 2)
+            #expect(early == .nothing, "served past the connection limit")
+            #expect(String(decoding: answer.prefix(15), as: UTF8.self) == "HTTP/1.1 200 OK")
         }
     }
 }

@@ -1,0 +1,104 @@
+import Foundation
+import Logging
+import Testing
+import TestSupport
+
+@testable import SessionServer
+
+/// The router on a real socket, with short limits: slow request heads are cut
+/// off before any WebSocket upgrade, oversized headers refused, and an
+/// upgraded signalling connection is not subject to the head deadline.
+@Suite("Router limits")
+struct RouterServerLimitsTests {
+    let engine = FakeMediaEngine()
+
+    /// Runs a router on 127.0.0.1 (a port the kernel picks) for the duration of `body`.
+    func withRouter(_ limits: ServerLimits, _ body: (_ port: Int, _ server: SessionServer) async throws -> Void) async throws {
+        let (ports, continuation) = AsyncStream<Int>.makeStream()
+        let server = SessionServer(
+            configuration: SessionServerConfiguration(host: "127.0.0.1", port: 0, serverLimits: limits), secret: testSecret,
+            mediaEngine: engine, logger: quietLogger(), onServerRunning: { continuation.yield($0) })
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await server.run() }
+            var iterator = ports.makeAsyncIterator()
+            guard let port = await iterator.next() else { throw CancellationError() }
+            try await body(port, server)
+            group.cancelAll()
+            try await group.waitForAll()
+        }
+    }
+
+    @Test("a WebSocket handshake sent a byte at a time is closed at the head deadline; a whole one is upgraded and stays")
+    func slowHandshake() async throws {
+        try await withRouter(ServerLimits(requestHeadTimeout: .seconds(1))) { port, server in
+            let sid = try server.registry.createSession(mediaMode: .routed).sessionID
+            let token = try await server.tokens.makeClientToken(sessionID: sid, role: .publisher, connectionData: "")
+            let handshake = "GET /v2/sessions/\(sid)/connect?token=\(token) HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+                + "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+            let slowClosed = try await onOwnThread {
+                let slow = try RawTCPConnection(port: port)
+                for byte in Array(handshake.utf8) {
+                    if case .closed = slow.read(timeout: 0.2) { return true }
+                    if !slow.send([byte]) { return true }
+                }
+                return false
+            }
+            #expect(slowClosed, "a handshake dribbled over more than the deadline was upgraded")
+
+            // A whole handshake: 101, then the connection outlives the deadline and answers a ping.
+            let (upgraded, pong) = try await onOwnThread {
+                let fast = try RawTCPConnection(port: port)
+                _ = fast.send(handshake)
+                guard case .bytes(let answer) = fast.read(timeout: 10) else { return ("", false) }
+                Thread.sleep(forTimeInterval: 2)
+                _ = fast.send([0x89, 0x80, 1, 2, 3, 4])  // a masked ping, no payload
+                var received = answer
+                let deadline = Date().addingTimeInterval(10)
+                while Date() < deadline, !Self.frames(after: received).contains(0x8A) {
+                    guard case .bytes(let more) = fast.read(timeout: 1) else { continue }
+                    received += more
+                }
+                return (String(decoding: answer.prefix(12), as: UTF8.self), Self.frames(after: received).contains(0x8A))
+            }
+            #expect(upgraded == "HTTP/1.1 101")
+            #expect(pong, "no pong after the head deadline: the upgraded connection was cut")
+        }
+    }
+
+    @Test("oversized headers are refused (the connection closes, no answer); the router goes on answering")
+    func headerLimit() async throws {
+        try await withRouter(ServerLimits(maxHeaderBytes: 4096)) { port, _ in
+            let (big, normal) = try await onOwnThread {
+                let big = try RawTCPConnection(port: port)
+                _ = big.send("GET /nothing-here HTTP/1.1\r\nHost: x\r\nX-Big: " + String(repeating: "a", count: 8192) + "\r\n\r\n")
+                let normal = try RawTCPConnection(port: port)
+                _ = normal.send("GET /nothing-here HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                return (big.readToEnd(timeout: 10), normal.readToEnd(timeout: 10))
+            }
+            // Read whole, the request would be a 404: it was not read.
+            #expect(big.isEmpty || String(decoding: big.prefix(12), as: UTF8.self) == "HTTP/1.1 400",
+                    "\(String(decoding: big.prefix(40), as: UTF8.self))")
+            #expect(String(decoding: normal.prefix(12), as: UTF8.self) == "HTTP/1.1 404")
+        }
+    }
+
+    /// The first bytes of the WebSocket frames that follow the HTTP head in `bytes` (server frames are unmasked).
+    static func frames(after bytes: [UInt8]) -> [UInt8] {
+        guard let end = (0..<max(0, bytes.count - 3)).first(where: { bytes[$0..<$0 + 4] == [13, 10, 13, 10] }) else { return [] }
+        var index = end + 4
+        var firsts: [UInt8] = []
+        while index + 2 <= bytes.count {
+            firsts.append(bytes[index])
+            var length = Int(bytes[index + 1] & 0x7F)
+            var header = 2
+            if length == 126, index + 4 <= bytes.count {
+                length = Int(bytes[index + 2]) << 8 | Int(bytes[index + 3])
+                header = 4
+            } else if length == 127 {
+                break
+            }
+            index += header + length
+        }
+        return firsts
+    }
+}
