@@ -97,7 +97,8 @@ struct VideoSourceOptions: ParsableArguments {
     /// A capturer for the resolved device.
     func makeCapture(device: String, logger: Logger) -> any VideoCapture {
         if device == "test-pattern" {
-            return TestPatternCapture(size: size, framesPerSecond: fps, orientation: orientation, logger: logger)
+            return TestPatternCapture(size: size, framesPerSecond: fps, orientation: orientation,
+                                      rotatePixels: rotatePixels, logger: logger)
         }
         return V4L2VideoCapture(device: device, options: captureOptions(), logger: logger)
     }

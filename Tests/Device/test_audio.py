@@ -50,9 +50,9 @@ def analyse(samples, rate):
     return peak, rms_dbfs, len(loud) / 100.0
 
 
-def start_capture(tmp_path, device=RECORD, seconds=6, extra=()):
+def start_capture(tmp_path, device=RECORD, seconds=6, extra=(), channels=1):
     out = tmp_path / "captured.wav"
-    proc = subprocess.Popen([BIN, "capture", "--audio", device, "--rate", str(RATE), "--channels", "1",
+    proc = subprocess.Popen([BIN, "capture", "--audio", device, "--rate", str(RATE), "--channels", str(channels),
                              "--duration", str(seconds), "--audio-output", str(out), "--json", *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     # Wait until it is capturing, so the tone is not half missed.
@@ -134,6 +134,32 @@ def test_own_render_into_arecord(tmp_path, tone):
     rec.wait(timeout=60)
     check_tone(out)
 
+
+
+def test_stereo_capture_keeps_left_and_right_apart(tmp_path):
+    # --channels 2: aplay plays 1 kHz on the left and 1.5 kHz on the right (made by sox) into
+    # snd-aloop; camagent's stereo WAV must have each tone in its own channel, at its level.
+    stereo = tmp_path / "stereo.wav"
+    tool(["sox", "-n", "-r", str(RATE), "-c", "2", "-b", "16", str(stereo),
+          "synth", "3", "sine", "1000", "sine", "1500", "vol", f"{LEVEL_DBFS}dB", "pad", "0", "0.5"])
+    proc, out = start_capture(tmp_path, channels=2)
+    tool(["aplay", "-q", "-D", PLAY, str(stereo)], timeout=120)
+    summary, _ = finish(proc)
+    assert summary["channels"] == 2, summary
+    rate, channels, samples = read_wav(out)
+    assert (rate, channels) == (RATE, 2)
+    left, right = samples[0::2], samples[1::2]
+    for channel, hz in ((left, 1000), (right, 1500)):
+        peak, level, seconds = analyse(channel, rate)
+        assert abs(peak - hz) < 5, (hz, peak)
+        assert abs(level - LEVEL_DBFS) < 1.0, (hz, level)
+        assert seconds > 3.0 * 0.8, (hz, seconds)
+    # Neither tone leaks into the other channel: at the other's frequency a channel is quiet.
+    def magnitude(channel, hz):
+        spectrum = np.abs(np.fft.rfft(channel * np.hanning(len(channel))))
+        return spectrum[int(round(hz * len(channel) / rate))]
+    assert magnitude(left, 1500) < 0.01 * magnitude(left, 1000)
+    assert magnitude(right, 1000) < 0.01 * magnitude(right, 1500)
 
 def test_overrun_is_recovered_and_capture_continues(tmp_path):
     long_tone = tmp_path / "long.wav"

@@ -1,5 +1,6 @@
 """camagent against v4l2loopback: known frames in, the same frames out."""
 import os
+import signal
 import subprocess
 import time
 
@@ -75,6 +76,79 @@ def test_selftest_refuses_a_non_loopback_node():
     assert proc.returncode == EXIT_NOT_CAPTURE, proc.stderr
     assert "/dev/null" in proc.stderr
 
+
+
+def openers(pid, dev):
+    """How many of process `pid`'s file descriptors are open on `dev`."""
+    count = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            count += os.readlink(f"/proc/{pid}/fd/{fd}") == dev
+        except OSError:
+            pass
+    return count
+
+
+def start_selftest(frames):
+    """`camagent selftest` at 320x240 and 15 fps, once its writer and its capturer are both
+    open on the loopback (and a moment more, for the capture to stream)."""
+    proc = subprocess.Popen([BIN, "selftest", "--loopback", LOOP, "--size", "320x240", "--fps", "15",
+                             "--frames", str(frames), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    wait_for(lambda: proc.poll() is not None or openers(proc.pid, LOOP) >= 2, 120,
+             "the selftest's writer and capturer to open the loopback")
+    assert proc.poll() is None, proc.communicate()
+    time.sleep(3)
+    return proc
+
+
+def yuyv(frame):
+    """A Y4M frame (4:2:0 planes) as the YUYV bytes the selftest writes."""
+    y, u, v = frame
+    h, w = y.shape
+    packed = np.empty((h, w // 2, 4), dtype=np.uint8)
+    packed[:, :, 0], packed[:, :, 2] = y[:, 0::2], y[:, 1::2]
+    packed[:, :, 1], packed[:, :, 3] = np.repeat(u, 2, axis=0)[:h], np.repeat(v, 2, axis=0)[:h]
+    return packed.tobytes()
+
+
+def test_selftest_that_loses_frames_exits_1():
+    # The whole selftest is stopped (SIGSTOP) for 10 s mid-run. Its writer then catches up
+    # on its schedule, writing about 150 frames as fast as it can into v4l2loopback's two
+    # buffers: the capture side cannot see many of them (a 4 s stop lost 27 of 60 under
+    # TCG). They are lost frames, more than the default 10 % of the 300: exit 1, with the
+    # count in the report.
+    proc = start_selftest(300)
+    os.kill(proc.pid, signal.SIGSTOP)
+    time.sleep(10)
+    os.kill(proc.pid, signal.SIGCONT)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1, (proc.returncode, out, err)
+    report = last_json(out)
+    assert report["passed"] is False and report["framesWritten"] == 300, report
+    assert report["missing"] >= 40, report
+    assert any("frames missing" in p for p in report["problems"]), report
+    assert report["outOfOrder"] == 0 and report["duplicates"] == 0 and report["undecodable"] == 0, report
+    assert "result:    FAIL: " in out and "frames missing" in out, out
+
+
+def test_selftest_that_gets_frames_out_of_order_exits_1(pattern_source):
+    # A second writer on the loopback (v4l2loopback takes write() from any opener) puts the
+    # pattern's frame 80 in while the selftest's writer is still well before it: the frames
+    # the selftest writes after it carry smaller counters, out of order. Exit 1.
+    _, frames = pattern_source
+    late = yuyv(frames[80])
+    proc = start_selftest(150)
+    with open(LOOP, "wb", buffering=0) as intruder:
+        for _ in range(3):
+            intruder.write(late)
+            time.sleep(0.2)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1, (proc.returncode, out, err)
+    report = last_json(out)
+    assert report["passed"] is False and report["outOfOrder"] > 0, report
+    assert any("out of order" in p for p in report["problems"]), report
+    assert "result:    FAIL: " in out and "out of order" in out, out
 
 def capture_from(dev, tmp_path, *args, frames=40):
     out = tmp_path / "captured.y4m"

@@ -141,6 +141,30 @@ def test_peer_vanishes_then_reconnect(net, receiver_factory):
     assert later["deleted"], (brief, summary["requests"][-6:], proc.stdout[-3000:], proc.stderr[-2000:])
 
 
+
+def test_peer_vanishes_with_no_whip_reconnect_ends_publish(net, receiver_factory):
+    # The same vanishing receiver as above, with --no-whip-reconnect: camagent must not POST
+    # again. It says the session dropped and ends with 83 (the connection dropped for good)
+    # long before its --duration, which would have ended it with 0; the receiver saw one
+    # session only.
+    r = receiver_factory("--vanish-after", "3")
+    proc = camagent_publish(net, r.url, duration=120, timeout=150, extra=["--no-whip-reconnect"])
+    summary = r.stop()
+    assert proc.returncode == EXIT_CONNECTION, describe(proc, r.log())
+    events = json_lines(proc.stdout)
+    said = states(events)
+    assert "connected" in said and "reconnecting" not in said, said
+    assert said[-1] in ("failed", "closed"), said
+    sessions = summary["sessions"]
+    assert len(sessions) == 1 and sessions[0]["vanished"], [(s["id"], s["vanished"]) for s in sessions]
+    posts = [q for q in summary["requests"] if q["method"] == "POST"]
+    assert len(posts) == 1, summary["requests"]
+    # Media flowed before the drop: the one session decoded frames.
+    assert sessions[0]["video"] and sessions[0]["video"][0]["frames"] > 0, sessions[0]
+    # Its summary counts the one connection.
+    final = events_of(proc, "summary")
+    assert final and final[-1]["connections"] == 1, final[-1:]
+
 def test_bad_usage(net):
     for bad in (["--listen", "nowhere"], ["--open", "--viewer-token", "t"], ["--viewer-timeout", "1"]):
         proc = net.run([BIN, "publish", "--device", "test-pattern", *bad], timeout=30)

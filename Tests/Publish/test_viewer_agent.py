@@ -5,7 +5,8 @@ namespace; aiortc viewers (whep_viewer.py) and headless Chromium
 (viewer_chromium.py, on camagent's own page) watch it over WHEP. Checked:
 several viewers at once from one encoder, one leaving while the other keeps
 decoding, a vanished viewer dropped when its consent expires, tokens, 404,
-garbage SDP, /stats and /metrics, H.264, a port already taken. Every wait has
+garbage SDP, /stats and /metrics, H.264, a port already taken, and the viewer
+server beside a WHIP session (--whip with --listen). Every wait has
 a timeout; nothing asserts on time. CAMAGENT_TEST_KEEP_LOG=FILE keeps the whole
 camagent log of a failing test there (run with -v to get the SDP in it).
 """
@@ -152,6 +153,37 @@ def test_two_viewers_then_one_leaves(net, workdir):
     summary = [e for e in events if e.get("event") == "summary"][-1]
     assert summary["framesEncoded"] > 0 and summary["state"] == "serving", summary
 
+
+
+def test_whip_and_listen_at_once_feed_both(net, workdir, receiver_factory):
+    # README: `publish --whip URL --listen HOST:PORT` publishes to the WHIP server and serves
+    # the built-in viewer at once, from one encoder. The aiortc WHIP receiver and an aiortc
+    # WHEP viewer both decode the pattern and the tone, over the same stretch of frames.
+    receiver = receiver_factory()
+    agent = Agent(net, workdir, duration=16, extra=["--whip", receiver.url])
+    viewer = viewer_result(start_viewer(net, workdir, agent, "viewer", duration=8))
+    code, events = agent.finish()
+    summary = receiver.stop()
+    assert code == 0, "".join(agent.lines)[-2000:] + agent.log()
+    negotiated = [e for e in events if e.get("event") == "negotiated"]
+    assert negotiated and negotiated[0]["whip"] == receiver.url and negotiated[0]["listen"], negotiated
+
+    # The WHIP receiver: one session, DELETEd at the end, the pattern and the tone.
+    assert len(summary["sessions"]) == 1, [s["id"] for s in summary["sessions"]]
+    session = summary["sessions"][0]
+    assert session["deleted"], "camagent did not DELETE its WHIP resource"
+    check_video(session["video"][0], duration=14, fps=FPS, codec="VP8")
+    check_audio(session["audio"][0], duration=14)
+
+    # The viewer: the same, while the WHIP session ran.
+    assert viewer["exit"] == 0, (brief(viewer), agent.log())
+    assert len(viewer["video"]) == 1 and len(viewer["audio"]) == 1, brief(viewer)
+    check_video(viewer["video"][0], duration=7, fps=FPS, codec="VP8")
+    check_audio(viewer["audio"][0], duration=7)
+    whip_video, whep_video = session["video"][0], viewer["video"][0]
+    assert whip_video["firstCounter"] <= whep_video["firstCounter"] < whep_video["lastCounter"] \
+        <= whip_video["lastCounter"], (track_brief(whip_video), track_brief(whep_video))
+    assert [state for state, _ in viewer_events(events)].count("joined") == 1, viewer_events(events)
 
 def test_tokens_errors_stats_and_metrics(net, workdir):
     agent = Agent(net, workdir, duration=20)

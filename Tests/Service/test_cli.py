@@ -1,10 +1,19 @@
 """What a service's user sees from the command line: log lines that suit the
-journal (or a file, without escape sequences) and --device names that match
-nothing, on a host with no camera."""
+journal (or a file, without escape sequences), --device names that match
+nothing, output files that cannot be written (exit 73), and --rotate-pixels
+with --mirror checked by pixels, on a host with no camera and no sound card."""
+import json
 import os
 import subprocess
+import sys
 
-from conftest import BIN, EXIT_NO_SUCH_DEVICE, EXIT_USAGE, run
+import numpy as np
+import pytest
+
+from conftest import BIN, EXIT_NO_SUCH_DEVICE, EXIT_USAGE, ROOT, run
+
+sys.path.insert(0, os.path.join(ROOT, "Tests", "Device"))
+from pattern import decode_counter, read_y4m  # noqa: E402
 
 
 def run_with_stderr_file(args, tmp_path, journal):
@@ -67,3 +76,59 @@ def test_a_malformed_usb_id_is_a_usage_error():
     proc = run(["capture", "--device", "usb:46d:825", "--frames", "1"])
     assert proc.returncode == EXIT_USAGE, proc.stderr
     assert "usb:VID:PID" in proc.stderr, proc.stderr
+
+
+EXIT_OUTPUT = 73
+
+
+@pytest.mark.parametrize("where", ["missing-directory", "a-directory", "full-device"])
+def test_an_unwritable_video_output_is_exit_73(tmp_path, where):
+    # A path in a directory that does not exist, a directory, and /dev/full (it opens,
+    # every write fails with ENOSPC): each ends the capture with 73, naming the file and why.
+    path, why = {"missing-directory": (str(tmp_path / "no-such-dir" / "out.y4m"), "No such file or directory"),
+                 "a-directory": (str(tmp_path), "Is a directory"),
+                 "full-device": ("/dev/full", "No space left on device")}[where]
+    proc = run(["capture", "--device", "test-pattern", "--size", "160x120", "--frames", "5", "--output", path])
+    assert proc.returncode == EXIT_OUTPUT, (proc.returncode, proc.stderr[-2000:])
+    assert f"camagent: {path}: " in proc.stderr and why in proc.stderr, proc.stderr
+    assert not (tmp_path / "no-such-dir").exists()
+
+
+@pytest.mark.parametrize("where", ["missing-directory", "full-device"])
+def test_an_unwritable_audio_output_is_exit_73(tmp_path, where):
+    # --audio auto captures silence where there is no sound card (the default device where
+    # there is one), into --audio-output.
+    path, why = {"missing-directory": (str(tmp_path / "no-such-dir" / "mic.wav"), "No such file or directory"),
+                 "full-device": ("/dev/full", "No space left on device")}[where]
+    proc = run(["capture", "--audio", "auto", "--duration", "1", "--audio-output", path])
+    assert proc.returncode == EXIT_OUTPUT, (proc.returncode, proc.stderr[-2000:])
+    assert f"camagent: {path}: " in proc.stderr and why in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("rotation, mirror", [("90", True), ("270", False), ("180", True)])
+def test_rotate_pixels_turns_the_test_pattern(tmp_path, rotation, mirror):
+    # The test pattern's frame N is the same picture in every run, so a capture with
+    # --rotation R [--mirror] --rotate-pixels must be an upright capture's frames mirrored
+    # (left-right) and then turned R degrees clockwise: every plane, every pixel. The
+    # summary says so, and the file has the turned size.
+    upright, turned = tmp_path / "upright.y4m", tmp_path / "turned.y4m"
+    size = ["--device", "test-pattern", "--size", "320x240", "--frames", "3", "--json"]
+    proc = run(["capture", *size, "--output", str(upright)])
+    assert proc.returncode == 0, proc.stderr
+    proc = run(["capture", *size, "--rotation", rotation, *(["--mirror"] if mirror else []), "--rotate-pixels",
+                "--output", str(turned)])
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    quarter = rotation in ("90", "270")
+    assert (summary["width"], summary["height"]) == ((240, 320) if quarter else (320, 240)), summary
+    before, after = read_y4m(upright), read_y4m(turned)
+    assert len(before) == len(after) == 3
+    assert [decode_counter(y) for y, _, _ in before] == [0, 1, 2]
+    k = -int(rotation) // 90   # numpy's rot90 turns counter-clockwise
+    for planes, turned_planes in zip(before, after):
+        for plane, got in zip(planes, turned_planes):
+            expected = np.rot90(np.fliplr(plane) if mirror else plane, k)
+            assert got.shape == expected.shape and np.array_equal(got, expected), (rotation, mirror, got.shape)
+    # The check can fail: the picture the other way round is not what came out.
+    wrong = np.rot90(before[0][0] if mirror else np.fliplr(before[0][0]), k)
+    assert not np.array_equal(after[0][0], wrong)

@@ -41,13 +41,9 @@ public final class Y4MWriter {
         let (num, den) = Self.rateFraction(framesPerSecond)
         let range = fullRange ? " XCOLORRANGE=FULL" : ""
         let header = "YUV4MPEG2 W\(width) H\(height) F\(num):\(den) Ip A1:1 C420jpeg\(range)\n"
-        do {
-            try Self.writeAll(fd, path: path, Array(header.utf8))
-        } catch {
-            Glibc.close(fd)
-            scratch.deallocate()
-            throw error
-        }
+        // Every stored property is set: a throw from here on runs deinit, which closes
+        // the file and frees the buffer (doing it here too was a double free).
+        try Self.writeAll(fd, path: path, Array(header.utf8))
     }
 
     deinit {

@@ -164,6 +164,9 @@ package final class PeerTransport: @unchecked Sendable {   // `run` state belong
             for index in sockets.indices where sockets[index].local.ip.contains(".") == stunServer.ip.contains(".") {
                 agent.gatherServerReflexive(socket: index, stunServer: stunServer, now: Self.now())
             }
+            // The offer (WHIP, WHEP: no trickle) carries every candidate there will be, so the
+            // STUN server's answer must be in before it is written, not after the exchange.
+            awaitGathering(seconds: Self.gatheringWait)
         }
         localCandidates = agent.localCandidates
         sendBuffer.reserveCapacity(PacketHistory.packetCapacity + SRTPSession.maximumTrailer)
@@ -459,6 +462,41 @@ package final class PeerTransport: @unchecked Sendable {   // `run` state belong
             do { try datagram.withUnsafeBytes { try sockets[selected.socket].send($0, to: selected.remote) } } catch {
                 logger.debug("DTLS datagram not sent: \(error)")
             }
+        }
+    }
+
+    /// How long a STUN server may take to answer before the offer is made without it
+    /// (the agent's own retransmissions would give up only after about 8 s).
+    static let gatheringWait = 3.0
+
+    /// Runs the STUN server's transactions (sends, retransmissions, answers) on the
+    /// caller's thread until they are done or `seconds` have passed. Before the offer no
+    /// peer knows these sockets, so any datagram that is not STUN is noise and dropped.
+    private func awaitGathering(seconds: Double) {
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 2048, alignment: 16)
+        defer { buffer.deallocate() }
+        var fds = sockets.map { pollfd(fd: $0.fileDescriptor, events: Int16(POLLIN), revents: 0) }
+        let giveUp = Self.now() + seconds
+        flushICE()
+        while agent.isGathering {
+            var now = Self.now()
+            guard now < giveUp else {
+                logger.info("ICE: the STUN server did not answer within \(seconds) s; offering without a server-reflexive candidate")
+                return
+            }
+            let deadline = min(giveUp, agent.nextDeadline ?? giveUp)
+            _ = poll(&fds, nfds_t(fds.count), Int32(max(0, ((deadline - now) * 1000).rounded(.up))))
+            now = Self.now()
+            for index in sockets.indices where fds[index].revents & Int16(POLLIN) != 0 {
+                while true {
+                    let received: (count: Int, from: TransportAddress)?
+                    do { received = try sockets[index].receive(into: buffer) } catch { break }
+                    guard let (count, from) = received else { break }
+                    _ = agent.receive(UnsafeRawBufferPointer(rebasing: buffer[0..<count]), from: from, socket: index, now: now)
+                }
+            }
+            agent.tick(now: now)
+            flushICE()
         }
     }
 

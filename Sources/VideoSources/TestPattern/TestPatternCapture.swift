@@ -12,6 +12,8 @@ public final class TestPatternCapture: VideoCapture {
     private let size: FrameSize
     private let framesPerSecond: Double
     private let orientation: VideoOrientation
+    /// `--rotate-pixels`: frames leave turned (and upright), as from a camera with that option.
+    private let rotatePixels: Bool
     private let logger: Logger
     private let recorder = CaptureStatisticsRecorder()
 
@@ -23,11 +25,13 @@ public final class TestPatternCapture: VideoCapture {
     }
     private let control = Mutex(Control())
 
-    public init(size: FrameSize, framesPerSecond: Double, orientation: VideoOrientation = .upright, logger: Logger) {
+    public init(size: FrameSize, framesPerSecond: Double, orientation: VideoOrientation = .upright,
+                rotatePixels: Bool = false, logger: Logger) {
         // The pattern needs an even size of at least 160x120.
         self.size = FrameSize(width: max(160, size.width & ~1), height: max(120, size.height & ~1))
         self.framesPerSecond = min(max(framesPerSecond, 0.1), 240)
         self.orientation = orientation
+        self.rotatePixels = rotatePixels && !orientation.isUpright
         self.logger = logger
     }
 
@@ -35,11 +39,15 @@ public final class TestPatternCapture: VideoCapture {
 
     public func initialize() throws(CaptureError) {
         let format = VideoFormat.nv12(width: size.width, height: size.height, framesPerSecond: framesPerSecond)
+        let turned = rotatePixels ? PixelRotator.rotatedSize(width: size.width, height: size.height,
+                                                             rotation: orientation.rotation) : size
         let settings = CaptureSettings(
             device: name, card: "camagent test pattern", driver: "camagent", busInfo: "builtin",
-            deviceFormat: format, outputFormat: format, requestedSize: size,
+            deviceFormat: format,
+            outputFormat: .nv12(width: turned.width, height: turned.height, framesPerSecond: framesPerSecond),
+            requestedSize: size,
             requestedFramesPerSecond: framesPerSecond, grantedFramesPerSecond: framesPerSecond,
-            bufferCount: 4, orientation: orientation, rotatesPixels: false)
+            bufferCount: 4, orientation: orientation, rotatesPixels: rotatePixels)
         control.withLock { $0.settings = settings }
     }
 
@@ -48,9 +56,12 @@ public final class TestPatternCapture: VideoCapture {
         if needsInit { try initialize() }
         control.withLock { c in
             guard c.thread == nil else { return }
+            let side = max(size.width, size.height)   // room for the picture either way round
             let job = PatternJob(renderer: TestPatternRenderer(width: size.width, height: size.height),
-                                 pool: VideoFramePool(count: 4, maxWidth: size.width, maxHeight: size.height),
-                                 firstCounter: c.nextCounter)
+                                 pool: VideoFramePool(count: 4, maxWidth: side, maxHeight: side),
+                                 firstCounter: c.nextCounter,
+                                 turning: rotatePixels ? (PixelRotator(maxWidth: side, maxHeight: side),
+                                                          VideoFrame(maxWidth: size.width, maxHeight: size.height)) : nil)
             c.thread = StoppableThread(name: "camagent-pattern") { [self] signal in
                 let next = run(job, signal)
                 control.withLock { $0.nextCounter = next }
@@ -81,10 +92,14 @@ public final class TestPatternCapture: VideoCapture {
         let renderer: TestPatternRenderer
         let pool: VideoFramePool
         let firstCounter: UInt32
-        init(renderer: TestPatternRenderer, pool: VideoFramePool, firstCounter: UInt32) {
+        /// With `rotatePixels`: the rotator and the upright picture it turns into a pool frame.
+        let turning: (rotator: PixelRotator, upright: VideoFrame)?
+        init(renderer: TestPatternRenderer, pool: VideoFramePool, firstCounter: UInt32,
+             turning: (rotator: PixelRotator, upright: VideoFrame)?) {
             self.renderer = renderer
             self.pool = pool
             self.firstCounter = firstCounter
+            self.turning = turning
         }
     }
 
@@ -107,10 +122,15 @@ public final class TestPatternCapture: VideoCapture {
                 counter &+= 1
                 continue
             }
-            job.renderer.render(counter: counter, into: frame, framesPerSecond: framesPerSecond)
+            if let turning = job.turning {
+                job.renderer.render(counter: counter, into: turning.upright, framesPerSecond: framesPerSecond)
+                turning.rotator.apply(orientation, from: turning.upright, into: frame)
+            } else {
+                job.renderer.render(counter: counter, into: frame, framesPerSecond: framesPerSecond)
+            }
             frame.timestamp = .now()
             frame.sequence = UInt64(counter)
-            frame.orientation = orientation
+            frame.orientation = job.turning == nil ? orientation : .upright
             let delivered = MonotonicTimestamp.now()
             frame.deliveredAt = delivered
             control.withLock { $0.consumer }?.consume(frame)
