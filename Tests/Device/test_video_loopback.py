@@ -89,11 +89,11 @@ def openers(pid, dev):
     return count
 
 
-def start_selftest(frames):
+def start_selftest(frames, *extra):
     """`camagent selftest` at 320x240 and 15 fps, once its writer and its capturer are both
     open on the loopback (and a moment more, for the capture to stream)."""
     proc = subprocess.Popen([BIN, "selftest", "--loopback", LOOP, "--size", "320x240", "--fps", "15",
-                             "--frames", str(frames), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             "--frames", str(frames), "--json", *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     wait_for(lambda: proc.poll() is not None or openers(proc.pid, LOOP) >= 2, 120,
              "the selftest's writer and capturer to open the loopback")
@@ -113,20 +113,21 @@ def yuyv(frame):
 
 
 def test_selftest_that_loses_frames_exits_1():
-    # The whole selftest is stopped (SIGSTOP) for 10 s mid-run. Its writer then catches up
-    # on its schedule, writing about 150 frames as fast as it can into v4l2loopback's two
+    # The whole selftest is stopped (SIGSTOP) for 5 s mid-run. Its writer then catches up
+    # on its schedule, writing about 75 frames as fast as it can into v4l2loopback's two
     # buffers: the capture side cannot see many of them (a 4 s stop lost 27 of 60 under
-    # TCG). They are lost frames, more than the default 10 % of the 300: exit 1, with the
-    # count in the report.
-    proc = start_selftest(300)
+    # TCG). They are lost frames, more than the 2 % of the 300 allowed here: exit 1, with
+    # the count in the report. (The stop stays well under the selftest's 10 s frame
+    # timeout: a 10 s stop ended some runs with 75, no frame for 10 s.)
+    proc = start_selftest(300, "--max-missing-percent", "2")
     os.kill(proc.pid, signal.SIGSTOP)
-    time.sleep(10)
+    time.sleep(5)
     os.kill(proc.pid, signal.SIGCONT)
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 1, (proc.returncode, out, err)
     report = last_json(out)
     assert report["passed"] is False and report["framesWritten"] == 300, report
-    assert report["missing"] >= 40, report
+    assert report["missing"] >= 15, report
     assert any("frames missing" in p for p in report["problems"]), report
     assert report["outOfOrder"] == 0 and report["duplicates"] == 0 and report["undecodable"] == 0, report
     assert "result:    FAIL: " in out and "frames missing" in out, out
