@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Networking
 import SessionServer
+import ViewerServer
 import WHIP
 
 /// `camagent status`: what a running `publish` is doing, read from its
@@ -59,9 +60,34 @@ struct StatusCommand: ParsableCommand {
         if token == nil, FileManager.default.fileExists(atPath: viewerTokenFile) {
             token = try readViewerToken(viewerTokenFile)
         }
+        // Camera 1's stats are /stats; with several cameras, camera N's are /cameras/N/stats, up to the first 404.
+        var cameras: [(body: [UInt8], snapshot: Snapshot)] = []
+        while let camera = try stats(base: base, path: ViewerServer.cameraPath(cameras.count + 1) + "stats", token: token,
+                                     optional: !cameras.isEmpty) {
+            cameras.append(camera)
+        }
+        if json {
+            for camera in cameras { print(String(decoding: camera.body, as: UTF8.self)) }
+            return
+        }
+        for (index, camera) in cameras.enumerated() {
+            let snapshot = camera.snapshot
+            if cameras.count > 1 { print((index == 0 ? "" : "\n") + "camera \(index + 1):") }
+            let watching = snapshot.viewers.filter { $0.state == "connected" }
+            let bitrate = snapshot.video?.bitrate ?? watching.compactMap { $0.video?.bitrate }.max()
+            print("state:     \(snapshot.state)" + (snapshot.videoDeviceLost ? " (camera lost, waiting for it)" : ""))
+            print("viewers:   \(watching.count) connected" + (snapshot.viewers.count > watching.count ? ", \(snapshot.viewers.count - watching.count) connecting or leaving" : ""))
+            print("video:     \(snapshot.frameRate.formatted(decimals: 1)) fps, \(snapshot.framesEncoded) frames encoded"
+                  + (bitrate.map { ", \(Int($0 / 1000)) kbps" } ?? ""))
+            print("viewer:    \(viewerURL(base: base, token: token, camera: index + 1))")
+        }
+    }
+
+    /// One camera's /stats, or exits saying what went wrong; nil for a 404 when `optional` (no such camera).
+    private func stats(base: String, path: String, token: String?, optional: Bool) throws -> (body: [UInt8], snapshot: Snapshot)? {
         let response: PlainHTTPResponse
         do {
-            response = try plainHTTPRequest(method: "GET", url: base + "/stats",
+            response = try plainHTTPRequest(method: "GET", url: base + path,
                                             headers: token.map { [("Authorization", "Bearer \($0)")] } ?? [],
                                             timeout: timeout)
         } catch {
@@ -70,41 +96,32 @@ struct StatusCommand: ParsableCommand {
         }
         switch response.status {
         case 200: break
+        case 404 where optional: return nil
         case 401, 403:
             let hint = token == nil ? "no token was sent: \(viewerTokenFile) is missing or not readable by this user (try as root or camagent)"
                                     : "the token is not this publisher's"
-            printFailure("\(base)/stats refused the request (HTTP \(response.status)): \(hint)")
+            printFailure("\(base)\(path) refused the request (HTTP \(response.status)): \(hint)")
             throw ExitCode(ExitCodes.unauthorized)
         default:
-            printFailure("\(base)/stats answered HTTP \(response.status)")
+            printFailure("\(base)\(path) answered HTTP \(response.status)")
             throw ExitCode(ExitCodes.serverRefused)
         }
         guard let snapshot = try? JSONDecoder().decode(Snapshot.self, from: Data(response.body)) else {
-            printFailure("\(base)/stats is not a camagent publisher's statistics")
+            printFailure("\(base)\(path) is not a camagent publisher's statistics")
             throw ExitCode(ExitCodes.serverRefused)
         }
-        if json {
-            print(String(decoding: response.body, as: UTF8.self))
-            return
-        }
-        let watching = snapshot.viewers.filter { $0.state == "connected" }
-        let bitrate = snapshot.video?.bitrate ?? watching.compactMap { $0.video?.bitrate }.max()
-        print("state:     \(snapshot.state)" + (snapshot.videoDeviceLost ? " (camera lost, waiting for it)" : ""))
-        print("viewers:   \(watching.count) connected" + (snapshot.viewers.count > watching.count ? ", \(snapshot.viewers.count - watching.count) connecting or leaving" : ""))
-        print("video:     \(snapshot.frameRate.formatted(decimals: 1)) fps, \(snapshot.framesEncoded) frames encoded"
-              + (bitrate.map { ", \(Int($0 / 1000)) kbps" } ?? ""))
-        print("viewer:    \(viewerURL(base: base, token: token))")
+        return (response.body, snapshot)
     }
 
     /// The page's URL as a browser on the LAN would open it: a loopback host
     /// is replaced by this machine's first LAN address.
-    func viewerURL(base: String, token: String?) -> String {
+    func viewerURL(base: String, token: String?, camera: Int = 1) -> String {
         var components = URLComponents(string: base) ?? URLComponents()
         if let host = components.host, host == "127.0.0.1" || host == "localhost" || host == "::1" || host == "0.0.0.0",
            let lan = HostInterfaces.addresses(includeLoopback: false).first(where: { $0.ip.contains(".") }) {
             components.host = lan.ip
         }
-        components.path = "/"
+        components.path = ViewerServer.cameraPath(camera)
         if let token { components.queryItems = [URLQueryItem(name: "token", value: token)] }
         // URLQueryItem leaves '+' alone, which a server reads as a space.
         components.percentEncodedQuery = components.percentEncodedQuery?.replacingOccurrences(of: "+", with: "%2B")

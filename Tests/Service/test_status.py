@@ -30,11 +30,12 @@ def free_port():
 
 
 class Publisher:
-    def __init__(self, tmp_path, token_file):
+    def __init__(self, tmp_path, token_file, cameras=1):
         self.port = free_port()
         self.out_path = tmp_path / "stdout.jsonl"
         self.err_path = tmp_path / "stderr.log"
-        self.proc = subprocess.Popen([BIN, "publish", "--device", "test-pattern", "--size", "320x240", "--audio", "none",
+        devices = ["--device", "test-pattern"] * cameras
+        self.proc = subprocess.Popen([BIN, "publish", *devices, "--size", "320x240", "--audio", "none",
                                       "--listen", f"127.0.0.1:{self.port}", "--viewer-token-file", str(token_file),
                                       "--json"], stdout=open(self.out_path, "w"), stderr=open(self.err_path, "w"))
 
@@ -61,7 +62,7 @@ class Publisher:
 @pytest.fixture
 def publisher(tmp_path):
     made = []
-    yield lambda token_file: made.append(Publisher(tmp_path, token_file)) or made[-1]
+    yield lambda token_file, cameras=1: made.append(Publisher(tmp_path, token_file, cameras)) or made[-1]
     for p in made:
         if p.proc.poll() is None:
             p.proc.kill()
@@ -145,3 +146,20 @@ def test_publish_refuses_a_token_file_it_cannot_use(tmp_path):
     assert proc.returncode == EXIT_SECRET_FILE and str(short) in proc.stderr, proc.stderr
     both = run(["publish", "--open", "--viewer-token-file", str(short), "--duration", "1"])
     assert both.returncode == 64, both.stderr
+
+
+def test_status_shows_every_camera(tmp_path, publisher):
+    token_file = tmp_path / "viewer-token"
+    pub = publisher(token_file, cameras=2)
+    pub.serving()
+    status = run(["status", "--url", f"http://127.0.0.1:{pub.port}", "--viewer-token-file", str(token_file)])
+    assert status.returncode == 0, status.stderr
+    token = token_file.read_text().strip()
+    lines = status.stdout.splitlines()
+    assert lines[0] == "camera 1:" and "camera 2:" in lines and "camera 3:" not in lines, status.stdout
+    viewers = [l for l in lines if l.startswith("viewer:")]
+    assert len(viewers) == 2, status.stdout
+    assert viewers[0].endswith(f":{pub.port}/?token={token}") and viewers[1].endswith(f":{pub.port}/cameras/2/?token={token}"), viewers
+    as_json = run(["status", "--url", f"http://127.0.0.1:{pub.port}", "--viewer-token-file", str(token_file), "--json"])
+    assert as_json.returncode == 0 and len([json.loads(l) for l in as_json.stdout.splitlines()]) == 2, as_json.stdout
+    assert pub.stop() == 0, pub.output()
