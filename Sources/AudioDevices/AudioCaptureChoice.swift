@@ -7,16 +7,16 @@ public enum AudioCaptureChoice {
     /// with no sound card. Any other name is an ALSA device that must exist.
     /// Returns the device and the warning to show, if any.
     public static func make(name: String, format: AudioFormat, logger: Logger,
-                            debugStallMilliseconds: Int = 0) throws(AudioError) -> (device: any AudioDevice, warning: String?) {
+                            debugStallMilliseconds: Int = 0, reconnect: Bool = false) throws(AudioError) -> (device: any AudioDevice, warning: String?) {
         if name == "auto" {
             guard AudioDevices.hasSoundCard else {
                 return (SilentAudioCapture(format: format), "no sound card found: capturing silence")
             }
             return (ALSAAudioDevice(captureDevice: "default", renderDevice: nil, format: format, logger: logger,
-                                    debugStallMilliseconds: debugStallMilliseconds), nil)
+                                    debugStallMilliseconds: debugStallMilliseconds, reconnect: reconnect), nil)
         }
         guard AudioDevices.hasSoundCard else { throw .noSoundCard }
         return (ALSAAudioDevice(captureDevice: name, renderDevice: nil, format: format, logger: logger,
-                                debugStallMilliseconds: debugStallMilliseconds), nil)
+                                debugStallMilliseconds: debugStallMilliseconds, reconnect: reconnect), nil)
     }
 }

@@ -120,11 +120,17 @@ extension AudioCaptureConsumer {
 public enum AudioEvent: Sendable, CustomStringConvertible {
     case xrunRecovered(direction: AudioDirection)
     case failed(AudioError)
+    /// The device went away and is being waited for (capture with reconnection on).
+    case deviceLost(direction: AudioDirection, reason: String)
+    /// It came back: chunks flow again.
+    case deviceRestored(direction: AudioDirection, description: String)
 
     public var description: String {
         switch self {
         case .xrunRecovered(let d): "\(d == .capture ? "overrun" : "underrun") recovered"
         case .failed(let e): "audio failed: \(e)"
+        case .deviceLost(_, let reason): "audio device lost (\(reason)), waiting for it"
+        case .deviceRestored(_, let description): "audio device back: \(description)"
         }
     }
 }

@@ -215,6 +215,8 @@ final class AudioPipeline: AudioCaptureConsumer, @unchecked Sendable {   // enco
     private let encoder: OpusEncoder
     private let logger: Logger
     private let onError: @Sendable (PublisherError) -> Void
+    /// The microphone's loss and return (with reconnection on), as publisher events.
+    private let onDeviceEvent: @Sendable (PublisherEvent) -> Void
     private let failed = Mutex(false)
     private var payloader = OpusPayloader()
     private var batch = PayloadBatch()
@@ -225,10 +227,12 @@ final class AudioPipeline: AudioCaptureConsumer, @unchecked Sendable {   // enco
     private(set) var framesEncoded: UInt64 = 0
 
     init(hub: MediaHub, format: AudioFormat, bitrate: Int, logger: Logger,
-         onError: @escaping @Sendable (PublisherError) -> Void) throws(CodecError) {
+         onError: @escaping @Sendable (PublisherError) -> Void,
+         onDeviceEvent: @escaping @Sendable (PublisherEvent) -> Void = { _ in }) throws(CodecError) {
         self.hub = hub
         self.logger = logger
         self.onError = onError
+        self.onDeviceEvent = onDeviceEvent
         encoder = try OpusEncoder(channels: format.channels, bitrate: bitrate)
         frame = .allocate(capacity: encoder.frameSamples * format.channels)
         frame.initialize(repeating: 0)
@@ -277,6 +281,11 @@ final class AudioPipeline: AudioCaptureConsumer, @unchecked Sendable {   // enco
         switch event {
         case .failed(let e): onError(.audio(e))
         case .xrunRecovered: logger.info("audio: \(event)")
+        case .deviceLost(_, let reason): onDeviceEvent(.deviceLost(kind: .audio, reason: reason))
+        case .deviceRestored(_, let description):
+            // Samples were missing: RTP time is taken from the capture clock again.
+            nextTimestamp = nil
+            onDeviceEvent(.deviceRestored(kind: .audio, description: description))
         }
     }
 }

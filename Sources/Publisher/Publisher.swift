@@ -115,7 +115,9 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
                 let pipeline: AudioPipeline
                 do {
                     pipeline = try AudioPipeline(hub: hub, format: settings.format,
-                                                 bitrate: self.settings.audioBitrate, logger: logger, onError: report)
+                                                 bitrate: self.settings.audioBitrate, logger: logger, onError: report) {
+                        [weak self] event in self?.onEvent(event)
+                    }
                 } catch { throw .encoder(error) }
                 audioPipeline = pipeline
                 audio.bus.setCaptureConsumer(pipeline)

@@ -57,7 +57,7 @@ struct CaptureCommand: ParsableCommand {
             do throws(AudioError) {
                 let (device, warning) = try AudioCaptureChoice.make(
                     name: audioOptions.audio!, format: audioOptions.format, logger: logger,
-                    debugStallMilliseconds: audioOptions.debugStallMs)
+                    debugStallMilliseconds: audioOptions.debugStallMs, reconnect: video.reconnect)
                 if let warning { printError("camagent: \(warning)") }
                 try device.initializeCapture()
                 audioDevice = device

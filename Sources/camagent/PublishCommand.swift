@@ -178,7 +178,9 @@ struct PublishCommand: ParsableCommand {
             }
         default:
             do {
-                let (device, warning) = try AudioCaptureChoice.make(name: audio, format: format, logger: logger)
+                // --reconnect waits for a lost microphone as it does for a lost camera.
+                let (device, warning) = try AudioCaptureChoice.make(name: audio, format: format, logger: logger,
+                                                                    reconnect: video.reconnect)
                 if let warning { printError("camagent: \(warning)") }
                 audioDevice = device
             } catch { throw fail(error) }

@@ -51,7 +51,7 @@ struct VideoSourceOptions: ParsableArguments {
     @Option(help: "Seconds without a frame before the device counts as stalled.")
     var frameTimeout: Double = 10
 
-    @Flag(inversion: .prefixedNo, help: "After the device is lost, wait for it to come back and resume.")
+    @Flag(inversion: .prefixedNo, help: "After the device is lost (the camera, or the microphone), wait for it to come back and resume.")
     var reconnect = false
 
     @Flag(help: "Let the frame-rate governor act when the delivered rate stays low (turn off exposure priority, renegotiate).")

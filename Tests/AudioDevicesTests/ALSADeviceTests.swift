@@ -102,6 +102,27 @@ struct ALSADeviceTests {
         d.stopCapture()
     }
 
+    @Test func unplugWithReconnectWaitsForTheDeviceAndResumes() throws {
+        let pcm = FakePCM()
+        let d = ALSAAudioDevice(captureDevice: "hw:9,0", renderDevice: nil, format: .voice, system: pcm, logger: quiet,
+                                reconnect: true)
+        let sink = ChunkCollector()
+        d.bus.setCaptureConsumer(sink)
+        try d.initializeCapture()
+        pcm.openErrors = [ENOENT, ENOENT]   // not there for the first two looks
+        pcm.script([.frames(480, firstValue: 0), .error(ENODEV)])
+        try d.startCapture()
+        #expect(eventually { sink.events.contains { $0.hasPrefix("audio device lost") } })
+        #expect(d.captureFailure == nil)
+        pcm.script([.frames(480, firstValue: 1000)])
+        #expect(eventually { sink.events.contains { $0.hasPrefix("audio device back: hw:9,0 back after") } })
+        #expect(eventually { sink.chunks.contains { $0.first == 1000 } }, "no chunk from the device once back")
+        #expect(d.captureFailure == nil && d.isCapturing)
+        #expect(pcm.opens == 4)   // the first, two misses, the return
+        #expect(pcm.starts == 2)
+        d.stopCapture()
+    }
+
     @Test func busyIsRetriedThenReported() throws {
         let flaky = FakePCM()
         flaky.openErrors = [EBUSY, EBUSY]

@@ -324,3 +324,66 @@ def test_two_vivid_cameras_are_two_streams_an_aiortc_viewer_decodes(vivid, guest
         assert set(video[0]["sizes"]) == {"640x360"}, (camera, video[0]["sizes"])
     ends = {e["camera"]: e["framesEncoded"] for e in pub.events if e.get("event") == "summary"}
     assert sorted(ends) == [1, 2] and all(n > 0 for n in ends.values()), ends
+
+
+SND_ALOOP = "/sys/bus/platform/drivers/snd_aloop"
+
+
+def audio_track(summary):
+    sessions = summary["sessions"]
+    assert sessions and sessions[0]["audio"], summary
+    return sessions[0]["audio"][0]
+
+
+def test_microphone_unplug_with_reconnect_keeps_the_session(receiver, tmp_path):
+    """snd-aloop unbound from its driver (what the ALSA core sees when a USB microphone is
+    pulled: the card is disconnected under the open PCM), then bound again. With --reconnect
+    the WHIP session stays up, `device` events say audio lost and restored, and audio resumes."""
+    cards = [d for d in os.listdir(SND_ALOOP) if d.startswith("snd_aloop.")]
+    assert len(cards) == 1, os.listdir(SND_ALOOP)
+    card = cards[0]
+    pub = Publisher(["--device", "none", "--audio", "hw:Loopback,1,0", "--reconnect", "--whip", receiver.url,
+                     "--duration", "120"], tmp_path)
+    bound = True
+    try:
+        pub.wait_for(state("streaming"), 90, "streaming state")
+        wait_for(lambda: audio_track(receiver.live())["frames"] > 50, 60, "audio decoded before the unplug")
+        # The unbind waits until camagent has closed the PCM: it returns only after camagent let go.
+        subprocess.run(["sh", "-c", f"echo {card} > {SND_ALOOP}/unbind"], check=True, timeout=60)
+        bound = False
+        lost = pub.wait_for(lambda e: device("lost")(e) and e.get("kind") == "audio", 30, "audio lost event")
+        before = audio_track(receiver.live())["frames"]
+        subprocess.run(["sh", "-c", f"echo {card} > {SND_ALOOP}/bind"], check=True, timeout=60)
+        bound = True
+        restored = pub.wait_for(lambda e: device("restored")(e) and e.get("kind") == "audio", 30,
+                                "audio restored event")
+        wait_for(lambda: audio_track(receiver.live())["frames"] > before + 50, 60, "audio decoded after the return")
+        pub.proc.send_signal(signal.SIGINT)
+        code = pub.finish()
+    finally:
+        if not bound:
+            subprocess.run(["sh", "-c", f"echo {card} > {SND_ALOOP}/bind"], timeout=60)
+    summary = receiver.stop()
+    assert code == 0, pub.log()
+    assert "hw:Loopback,1,0" in lost["reason"], lost
+    assert "hw:Loopback,1,0 back after" in restored["reason"], restored
+    # One WHIP session from start to end: the unplug did not end it.
+    assert summary["posts"] == 1 and len(summary["sessions"]) == 1, summary["requests"]
+    assert not [e for e in pub.events if e.get("event") == "state" and e.get("state") in ("dropped", "error")], \
+        pub.events
+
+
+def test_microphone_unplug_without_reconnect_exits_74(receiver, tmp_path):
+    cards = [d for d in os.listdir(SND_ALOOP) if d.startswith("snd_aloop.")]
+    card = cards[0]
+    pub = Publisher(["--device", "none", "--audio", "hw:Loopback,1,0", "--whip", receiver.url, "--duration", "120"],
+                    tmp_path)
+    try:
+        pub.wait_for(state("streaming"), 90, "streaming state")
+        subprocess.run(["sh", "-c", f"echo {card} > {SND_ALOOP}/unbind"], check=True, timeout=60)
+        code = pub.finish(timeout=60)
+    finally:
+        subprocess.run(["sh", "-c", f"echo {card} > {SND_ALOOP}/bind"], timeout=60)
+    summary = receiver.stop()
+    assert code == EXIT_DEVICE_LOST, (code, pub.log())
+    assert summary["deletes"] == 1, summary["requests"]

@@ -10,19 +10,22 @@ public final class ALSAAudioDevice: AudioDevice {
     private let render: ALSASide?
 
     /// `captureDevice` / `renderDevice`: ALSA names, or nil for a side not used.
+    /// `reconnect`: a capture device that goes away is waited for (events
+    /// `deviceLost`, then `deviceRestored`) instead of failing.
     public convenience init(captureDevice: String?, renderDevice: String?, format: AudioFormat,
-                            logger: Logger, debugStallMilliseconds: Int = 0) {
+                            logger: Logger, debugStallMilliseconds: Int = 0, reconnect: Bool = false) {
         self.init(captureDevice: captureDevice, renderDevice: renderDevice, format: format,
-                  system: LibASoundPCM(), logger: logger, debugStallMilliseconds: debugStallMilliseconds)
+                  system: LibASoundPCM(), logger: logger, debugStallMilliseconds: debugStallMilliseconds,
+                  reconnect: reconnect)
     }
 
     init(captureDevice: String?, renderDevice: String?, format: AudioFormat, system: any PCMSystem,
-         logger: Logger, debugStallMilliseconds: Int = 0) {
+         logger: Logger, debugStallMilliseconds: Int = 0, reconnect: Bool = false) {
         let bus = AudioBus(renderFormat: format)
         self.bus = bus
         capture = captureDevice.map {
             ALSASide(name: $0, direction: .capture, requested: format, system: system, bus: bus, logger: logger,
-                     stallOnceMilliseconds: debugStallMilliseconds)
+                     stallOnceMilliseconds: debugStallMilliseconds, reconnect: reconnect)
         }
         render = renderDevice.map {
             ALSASide(name: $0, direction: .playback, requested: format, system: system, bus: bus, logger: logger)

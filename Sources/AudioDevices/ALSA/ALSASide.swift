@@ -31,9 +31,15 @@ final class ALSASide: @unchecked Sendable {  // `pcm` and the buffers belong to 
 
     /// Debug hook for tests: stop reading for this long once, after the first chunk, to provoke an overrun.
     let stallOnceMilliseconds: Int
+    /// Capture: when the device goes away (unplugged, driver unbound), wait for
+    /// it and go on, instead of failing.
+    let reconnect: Bool
+    /// How often a lost device is looked for.
+    static let reconnectInterval: Int32 = 500
 
     init(name: String, direction: AudioDirection, requested: AudioFormat, system: any PCMSystem,
-         bus: AudioBus, logger: Logger, stallOnceMilliseconds: Int = 0) {
+         bus: AudioBus, logger: Logger, stallOnceMilliseconds: Int = 0, reconnect: Bool = false) {
+        self.reconnect = reconnect
         self.name = name
         self.direction = direction
         self.requested = requested
@@ -136,7 +142,13 @@ final class ALSASide: @unchecked Sendable {  // `pcm` and the buffers belong to 
             s.failure = nil
             let job = Job(pcm: pcm, configuration: c)
             s.thread = StoppableThread(name: direction == .capture ? "camagent-mic" : "camagent-spk") { [self] signal in
-                if direction == .capture { captureLoop(job, signal) } else { renderLoop(job, signal) }
+                if direction == .capture {
+                    // A lost microphone that comes back is a new job: its buffers may differ.
+                    var current = job
+                    while let next = captureLoop(current, signal) { current = next }
+                } else {
+                    renderLoop(job, signal)
+                }
             }
             return true
         }
@@ -215,7 +227,9 @@ final class ALSASide: @unchecked Sendable {  // `pcm` and the buffers belong to 
         }
     }
 
-    private func captureLoop(_ job: Job, _ signal: StopSignal) {
+    /// Reads until stopped or failed (nil), or until the device is lost and
+    /// back (with reconnection on): then the new device's job.
+    private func captureLoop(_ job: Job, _ signal: StopSignal) -> Job? {
         let format = job.configuration.format
         let channels = format.channels
         let chunkFrames = format.framesPerChunk
@@ -234,7 +248,7 @@ final class ALSASide: @unchecked Sendable {  // `pcm` and the buffers belong to 
         let r = system.start(job.pcm)
         if r < 0 && r != -EBADFD {
             fail(Self.streamError(-r, name: name, operation: "snd_pcm_start"))
-            return
+            return nil
         }
         while !signal.isStopRequested {
             switch system.wait(job.pcm, wakeFD: signal.event.fd, timeoutMilliseconds: 500) {
@@ -245,7 +259,10 @@ final class ALSASide: @unchecked Sendable {  // `pcm` and the buffers belong to 
             }
             let n = system.read(job.pcm, into: job.period.baseAddress!, frames: job.configuration.periodFrames)
             if n < 0 {
-                if !handle(n, job, operation: "snd_pcm_readi") { return }
+                if reconnect, case .deviceLost = Self.streamError(Int32(-n), name: name, operation: "snd_pcm_readi") {
+                    return reopen(lost: job, signal)
+                }
+                if !handle(n, job, operation: "snd_pcm_readi") { return nil }
                 filled = 0
                 chunkStart = nil
                 nextChunkAt = nil   // samples were lost: take the driver's time again
@@ -301,6 +318,35 @@ final class ALSASide: @unchecked Sendable {  // `pcm` and the buffers belong to 
                 signal.wait(milliseconds: Int32(stallOnceMilliseconds))
             }
         }
+        return nil
+    }
+
+    /// The device is gone: closes it (a driver being unbound waits for that),
+    /// says so, and opens it again every `reconnectInterval` until it is back
+    /// (its job, to read on) or the side is stopped (nil).
+    private func reopen(lost: Job, _ signal: StopSignal) -> Job? {
+        let lostAt = MonotonicTimestamp.now()
+        let error = AudioError.deviceLost(device: name)
+        system.close(lost.pcm)
+        state.withLock {
+            $0.pcm = nil
+            $0.configuration = nil
+        }
+        logger.warning("\(error); waiting for it to come back")
+        bus.captureEvent(.deviceLost(direction: direction, reason: error.description))
+        while !signal.isStopRequested {
+            signal.wait(milliseconds: Self.reconnectInterval)
+            if signal.isStopRequested { break }
+            do { try initialize() } catch { continue }  // not back yet
+            guard let (pcm, configuration) = state.withLock({ s in s.pcm.flatMap { p in s.configuration.map { (p, $0) } } })
+            else { continue }
+            let gap = (MonotonicTimestamp.now() - lostAt).secondsDouble
+            logger.notice("audio device back", metadata: ["device": "\(name)", "after": "\(gap.formatted(decimals: 1)) s"])
+            bus.captureEvent(.deviceRestored(direction: direction, description:
+                "\(name) back after \(gap.formatted(decimals: 1)) s: \(configuration.format)"))
+            return Job(pcm: pcm, configuration: configuration)
+        }
+        return nil
     }
 
     private func renderLoop(_ job: Job, _ signal: StopSignal) {
