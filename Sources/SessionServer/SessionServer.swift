@@ -61,6 +61,16 @@ public final class SessionServer: Service, Sendable {
         groupConfiguration.maximumGracefulShutdownDuration = .seconds(5)
         let group = ServiceGroup(configuration: groupConfiguration)
         let serving = Task { try await group.run() }
+        // Sessions left empty are let go (RegistryLimits.sessionIdleTimeout), looked at every minute.
+        let expiry = Task { [registry, logger] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(60))
+                for id in registry.expireIdleSessions() {
+                    logger.notice("session expired: no connection for its idle time", metadata: ["session": "\(id)"])
+                }
+            }
+        }
+        defer { expiry.cancel() }
         try await withTaskCancellationHandler {
             try await serving.value
         } onCancel: {

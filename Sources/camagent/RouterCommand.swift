@@ -39,6 +39,9 @@ struct RouterCommand: ParsableCommand {
     @Option(help: "Most subscribers per stream.")
     var maxSubscribers = RegistryLimits().maxSubscribersPerStream
 
+    @Option(help: "Seconds a session may stay without any connection before it is removed (0: never), so sessions made and left do not fill --max-sessions.")
+    var sessionIdleTimeout = 86_400
+
     @Option(help: "Seconds without ICE consent from a publisher before its stream ends (networkDisconnected).")
     var publisherTimeout = 15.0
 
@@ -59,6 +62,9 @@ struct RouterCommand: ParsableCommand {
                               ("--max-streams", maxStreams), ("--max-subscribers", maxSubscribers)] {
             guard (1...100_000).contains(value) else { throw ValidationError("\(name) takes 1 to 100000") }
         }
+        guard sessionIdleTimeout == 0 || (60...30 * 86_400).contains(sessionIdleTimeout) else {
+            throw ValidationError("--session-idle-timeout takes 0 (never) or 60 to 2592000 seconds")
+        }
         for (name, value) in [("--publisher-timeout", publisherTimeout), ("--subscriber-timeout", subscriberTimeout)] {
             guard (2...600).contains(value) else { throw ValidationError("\(name) takes 2 to 600 seconds") }
         }
@@ -75,7 +81,8 @@ struct RouterCommand: ParsableCommand {
         printLine(secret.wasCreated ? "secret: created \(secretFile)" : "secret: \(secretFile)")
 
         let limits = RegistryLimits(maxSessions: maxSessions, maxConnectionsPerSession: maxConnections,
-                                    maxStreamsPerSession: maxStreams, maxSubscribersPerStream: maxSubscribers)
+                                    maxStreamsPerSession: maxStreams, maxSubscribersPerStream: maxSubscribers,
+                                    sessionIdleTimeout: sessionIdleTimeout == 0 ? nil : .seconds(sessionIdleTimeout))
         var media = RouterMediaSettings()
         media.maxSubscribersPerStream = maxSubscribers
         media.publisherConsentTimeout = publisherTimeout

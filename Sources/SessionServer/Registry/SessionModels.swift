@@ -96,13 +96,18 @@ public struct RegistryLimits: Sendable, Equatable {
     public var maxConnectionsPerSession: Int
     public var maxStreamsPerSession: Int
     public var maxSubscribersPerStream: Int
+    /// A session with no connection (and so no stream) for this long is removed,
+    /// so sessions made and left do not fill `maxSessions` for good; nil keeps them.
+    public var sessionIdleTimeout: Duration?
 
     public init(maxSessions: Int = 100, maxConnectionsPerSession: Int = 100,
-                maxStreamsPerSession: Int = 20, maxSubscribersPerStream: Int = 100) {
+                maxStreamsPerSession: Int = 20, maxSubscribersPerStream: Int = 100,
+                sessionIdleTimeout: Duration? = .seconds(24 * 3600)) {
         self.maxSessions = maxSessions
         self.maxConnectionsPerSession = maxConnectionsPerSession
         self.maxStreamsPerSession = maxStreamsPerSession
         self.maxSubscribersPerStream = maxSubscribersPerStream
+        self.sessionIdleTimeout = sessionIdleTimeout
     }
 }
 

@@ -41,6 +41,10 @@ public final class SessionRegistry: Sendable {
         var pendingStreams: [String: PendingStream] = [:]
         /// Live captions, while started (REST captions start/stop).
         var captions: CaptionsInfo?
+        /// Since when it has had no connection, stream or captions (nil while it has any): for expiry.
+        var idleSince: Date?
+
+        var isIdle: Bool { connections.isEmpty && streams.isEmpty && pendingStreams.isEmpty && captions == nil }
 
         func connectionIndex(_ id: String) -> Int? { connections.firstIndex { $0.info.connectionId == id } }
         func streamIndex(_ id: String) -> Int? { streams.firstIndex { $0.info.streamId == id } }
@@ -92,8 +96,33 @@ public final class SessionRegistry: Sendable {
             var id = RandomID.make()
             while state.sessions[id] != nil { id = RandomID.make() }
             let info = SessionInfo(sessionID: id, mediaMode: mediaMode, createdAt: created)
-            state.sessions[id] = SessionState(info: info)
+            state.sessions[id] = SessionState(info: info, idleSince: created)
             return info
+        }
+    }
+
+    /// Removes the sessions idle for `limits.sessionIdleTimeout` or longer, and
+    /// returns their ids. Idleness is looked at here: a session busy now starts
+    /// its idle time again at the next call after it empties, so call this
+    /// regularly (SessionServer: every minute).
+    public func expireIdleSessions() -> [String] {
+        guard let timeout = limits.sessionIdleTimeout else { return [] }
+        let at = now()
+        return state.withLock { state in
+            var expired: [String] = []
+            for (id, session) in state.sessions {
+                guard session.isIdle else {
+                    state.sessions[id]?.idleSince = nil
+                    continue
+                }
+                guard let since = session.idleSince else {
+                    state.sessions[id]?.idleSince = at
+                    continue
+                }
+                if at.timeIntervalSince(since) >= Double(timeout.components.seconds) { expired.append(id) }
+            }
+            for id in expired { state.sessions[id] = nil }
+            return expired.sorted()
         }
     }
 
