@@ -1,6 +1,6 @@
 /// What a forwarder needs to know of a payload without decoding it: whether
-/// it starts a keyframe (a subscriber can begin there) and, for VP8, the
-/// picture size a keyframe announces.
+/// it starts a keyframe (a subscriber can begin there) and the picture size
+/// a keyframe announces (VP8's frame header, H.264's sequence parameter set).
 public enum KeyframeInspection {
     /// For the first packet of a VP8 frame: nil when the payload does not
     /// start the frame's first partition; else whether the frame is a
@@ -25,6 +25,26 @@ public enum KeyframeInspection {
         let width = (Int(frame[s + 6]) | Int(frame[s + 7]) << 8) & 0x3fff
         let height = (Int(frame[s + 8]) | Int(frame[s + 9]) << 8) & 0x3fff
         return (width, height)
+    }
+
+    /// The picture size of the first SPS an H.264 payload carries (a single
+    /// NAL unit or inside a STAP-A; an SPS is small enough never to be
+    /// fragmented by the senders here); nil when it carries none.
+    public static func h264SequenceParameterSet(_ payload: ArraySlice<UInt8>) -> H264SequenceParameterSet? {
+        guard let first = payload.first else { return nil }
+        switch first & 0x1f {
+        case 7: return H264SequenceParameterSet(nalUnit: payload)
+        case 24:
+            var i = payload.startIndex + 1
+            while i + 2 < payload.endIndex {
+                let size = Int(payload[i]) << 8 | Int(payload[i + 1])
+                let start = i + 2, end = min(start + size, payload.endIndex)
+                if payload[start] & 0x1f == 7 { return H264SequenceParameterSet(nalUnit: payload[start..<end]) }
+                i = start + size
+            }
+            return nil
+        default: return nil
+        }
     }
 
     /// Whether an H.264 payload (RFC 6184) carries the start of an IDR

@@ -96,6 +96,30 @@ struct H264EncoderTests {
         #expect(sps[3] == 31, "level_idc")
     }
 
+    @Test("the SPS's picture size, cropping included, as a forwarder reads it (alone and in a STAP-A)",
+          arguments: [FrameSize(width: 320, height: 240), FrameSize(width: 640, height: 360),
+                      FrameSize(width: 320, height: 180), FrameSize(width: 1280, height: 720)])
+    func theSPSGivesThePictureSize(_ size: FrameSize) throws {
+        let encoder = try H264Encoder(size: size, framesPerSecond: 30, bitrateKbps: 600)
+        let units = try #require(try encodePattern(encoder, 0..<1, size: size).first?.units)
+        let sps = try #require(units.first)
+        let parsed = try #require(KeyframeInspection.h264SequenceParameterSet(sps[...]))
+        #expect(parsed.width == size.width && parsed.height == size.height)
+        #expect(parsed.profileIDC == 66)
+        // The same SPS and PPS aggregated in a STAP-A (RFC 6184 §5.7.1), as some senders packetize them.
+        var stap: [UInt8] = [0x78]
+        for unit in units.prefix(2) { stap += [UInt8(unit.count >> 8), UInt8(unit.count & 0xff)] + unit }
+        #expect(KeyframeInspection.h264SequenceParameterSet(stap[...]) == parsed)
+        // The IDR slice carries no SPS.
+        #expect(KeyframeInspection.h264SequenceParameterSet(units[2][...]) == nil)
+        // Cut anywhere before its end, it says nothing rather than something wrong.
+        for length in 1..<max(2, sps.count - 1) {
+            if let short = KeyframeInspection.h264SequenceParameterSet(sps.prefix(length)) {
+                #expect(short == parsed, "a \(length)-byte prefix read as \(short)")
+            }
+        }
+    }
+
     @Test func theLevelFollowsSizeAndRate() throws {
         let cases: [(FrameSize, Double, String)] = [
             (FrameSize(width: 640, height: 480), 30, "42e01f"),

@@ -179,7 +179,13 @@ final class ForwardedFrames: ReceivedRTPSink, @unchecked Sendable {   // state b
                 onDimensions(w, h)
             }
             return found.isKeyframe
-        case .h264?: return KeyframeInspection.h264StartsKeyframe(payload)
+        case .h264?:
+            if let sps = KeyframeInspection.h264SequenceParameterSet(payload),
+               dimensions.map({ $0 != (sps.width, sps.height) }) ?? true {
+                dimensions = (sps.width, sps.height)
+                onDimensions(sps.width, sps.height)
+            }
+            return KeyframeInspection.h264StartsKeyframe(payload)
         case nil: return false
         }
     }
