@@ -186,3 +186,32 @@ def test_stream_events_follow_publish_and_delete(net, workdir, pattern_y4m):
         assert types.index("connectionCreated") < types.index("streamCreated") < types.index("streamDestroyed"), types
     finally:
         watcher.close()
+
+
+def test_h264_is_forwarded_and_its_size_read_from_the_sps(net, workdir):
+    """camagent publishes H.264 (640x360: the SPS crops 368 rows to 360) into a routed session;
+    the stream's videoDimensions come from the SPS, and an aiortc subscriber decodes the
+    forwarded H.264 pattern."""
+    router = Router(net, workdir)
+    session = router.create_session()
+    url = router.session_url(session)
+    watcher = SessionWatcher(net, url, router.token(session, "moderator"))
+    try:
+        watcher.wait_for("connected")
+        publisher = drain(net.start([BIN, "publish", "--device", "test-pattern", "--audio", "none", "--session", url,
+                                     "--token", router.token(session, "publisher"), "--codec", "h264",
+                                     "--size", "640x360", "--fps", "15", "--duration", str(WATCH + 10), "--json"],
+                                    "camagent-publisher", workdir))
+        stream = watcher.wait_for("streamCreated")["stream"]
+        changed = watcher.wait_for("streamPropertyChanged", lambda m: m["property"] == "videoDimensions")
+        assert changed["newValue"] == {"width": 640, "height": 360}, changed
+        viewer = start_subscriber(net, workdir, f"{url}/streams/{stream['streamId']}/subscribe",
+                                  router.token(session, "subscriber"), "h264-subscriber")
+        summary = subscriber_result(viewer, router)
+        video = summary["video"][0]
+        assert video["codec"] == "H264", track_brief(video)
+        check_video(video, duration=WATCH - 2, fps=15, size="640x360", codec="H264")
+        publisher.wait(timeout=60)
+        assert publisher.returncode == 0, "".join(publisher.output)[-2000:]
+    finally:
+        watcher.close()
