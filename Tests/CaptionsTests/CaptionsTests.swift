@@ -136,10 +136,16 @@ private struct MissingEngine: SpeechRecognizerFactory {
         // Two utterances of 3 s and 1.2 s, a second of silence around each.
         let pattern = Array(repeating: false, count: 50) + Array(repeating: true, count: 150)
             + Array(repeating: false, count: 50) + Array(repeating: true, count: 60) + Array(repeating: false, count: 50)
-        for packet in try packets(pattern) {
+        for (index, packet) in try packets(pattern).enumerated() {
             packet.withUnsafeBytes { captioner.receive(opusPayload: $0) }
-            // Paced a little, as a stream would be (the captioner drains as packets come).
-            if Int.random(in: 0..<10) == 0 { usleep(2000) }
+            // Paced as a live stream would be: partials come only while the captioner keeps up
+            // (a backlog skips them), so every half second of audio it is let catch up first.
+            // Waiting for the captioner, not for a time, keeps this the same on a slow or busy
+            // machine (and under AddressSanitizer, where it once got no partial before the final).
+            if (index + 1) % 25 == 0 {
+                let sent = Double(index + 1) * 0.02
+                for _ in 0..<200 where captioner.statistics.audioSeconds < sent - 0.001 { usleep(10_000) }
+            }
         }
         var finals = 0
         for _ in 0..<200 {   // at most 10 s
