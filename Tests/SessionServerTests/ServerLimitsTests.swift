@@ -18,14 +18,7 @@ struct RouterServerLimitsTests {
         let server = SessionServer(
             configuration: SessionServerConfiguration(host: "127.0.0.1", port: 0, serverLimits: limits), secret: testSecret,
             mediaEngine: engine, logger: quietLogger(), onServerRunning: { continuation.yield($0) })
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await server.run() }
-            var iterator = ports.makeAsyncIterator()
-            guard let port = await iterator.next() else { throw CancellationError() }
-            try await body(port, server)
-            group.cancelAll()
-            try await group.waitForAll()
-        }
+        try await whileRunning({ try await server.run() }, ports: ports) { port in try await body(port, server) }
     }
 
     @Test("a WebSocket handshake sent a byte at a time is closed at the head deadline; a whole one is upgraded and stays")

@@ -55,14 +55,7 @@ func withServer(
         logger: logger,
         onServerRunning: { continuation.yield($0) }
     )
-    try await withThrowingTaskGroup(of: Void.self) { group in
-        group.addTask { try await server.run() }
-        var iterator = ports.makeAsyncIterator()
-        guard let port = await iterator.next() else { throw CancellationError() }
-        try await body(port, server)
-        group.cancelAll()
-        try await group.waitForAll()
-    }
+    try await whileRunning({ try await server.run() }, ports: ports) { port in try await body(port, server) }
 }
 
 @Suite("WHEP endpoint")
