@@ -67,7 +67,10 @@ where R.Context == BasicRequestContext {
     let head = HTTPRequest(method: fuzzRequest.method, scheme: "http", authority: "localhost",
                            path: fuzzRequest.path, headerFields: fuzzRequest.headers)
     let request = Request(head: head, body: RequestBody(buffer: ByteBuffer(bytes: fuzzRequest.body)))
-    let context = BasicRequestContext(source: ApplicationRequestContextSource(channel: EmbeddedChannel(), logger: logger))
+    let channel = EmbeddedChannel()
+    // An embedded channel and its pipeline hold each other until it is finished.
+    defer { _ = try? channel.finish() }
+    let context = BasicRequestContext(source: ApplicationRequestContextSource(channel: channel, logger: logger))
     let response: Response
     do { response = try await responder.respond(to: request, context: context) } catch {
         fatalError("the responder threw instead of answering: \(error)")

@@ -5,7 +5,8 @@
 // project token, client tokens and the session's ID, so the fuzzer gets past
 // authorization. The media engine parses offers with the real SDP parser.
 // Every answer must be a well-formed HTTP status, never a 500, and every
-// refusal the JSON `{"code":N,"message":"..."}` the contract promises.
+// refusal the JSON `{"code":N,"message":"..."}` the contract promises. (A
+// refusal to a HEAD carries its JSON here, but the HTTP/1 server sends none.)
 import FoundationEssentials
 import FuzzHTTPSupport
 import FuzzSupport
@@ -38,19 +39,25 @@ private struct Refusal: Decodable {
     var message: String
 }
 
+/// A project token is not bound to a session: one, made once, serves every input.
+private let projectToken = runBlocking {
+    try! await TokenAuthority(secret: try! RouterSecret(key: key)).makeProjectToken(expireIn: TokenAuthority.maxLifetime)
+}
+
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     let input = bytes(data, size)
+    let text = String(decoding: input, as: UTF8.self)
     runBlocking {
+        // A fresh router per input, so an input means the same alone as in a run.
         let server = SessionServer(configuration: SessionServerConfiguration(), secret: try! RouterSecret(key: key),
                                    mediaEngine: ParsingMediaEngine(), logger: quietLogger)
         let session = try! server.registry.createSession(mediaMode: .routed)
-        let substitutions = [
-            "@PROJECT@": try! await server.tokens.makeProjectToken(),
-            "@PUBLISHER@": try! await server.tokens.makeClientToken(sessionID: session.sessionID, role: .publisher),
-            "@SUBSCRIBER@": try! await server.tokens.makeClientToken(sessionID: session.sessionID, role: .subscriber),
-            "@SESSION@": session.sessionID,
-        ]
+        var substitutions = ["@PROJECT@": projectToken, "@SESSION@": session.sessionID]
+        // Signing is the slow part of an input (jwt-kit, unoptimised): client tokens only when asked for.
+        for (placeholder, role) in [("@PUBLISHER@", Role.publisher), ("@SUBSCRIBER@", .subscriber)] where text.contains(placeholder) {
+            substitutions[placeholder] = try! await server.tokens.makeClientToken(sessionID: session.sessionID, role: role)
+        }
         guard let request = FuzzRequest(input, substitutions: substitutions) else { return }
         let response = await respond(server.makeResponder(), to: request, logger: quietLogger)
         check((100...599).contains(response.status), "status \(response.status)")
@@ -61,7 +68,6 @@ public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
             }
             check(refusal.code == response.status, "body code \(refusal.code) on a \(response.status)")
         }
-        if request.method == .head { check(response.body.isEmpty, "a HEAD answered with a body") }
     }
     return 0
 }
