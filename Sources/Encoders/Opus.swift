@@ -65,7 +65,11 @@ public final class OpusDecoder {
     deinit { opus_decoder_destroy(decoder) }
 
     /// Decodes one packet into `pcm`; returns the samples per channel written.
+    /// An empty packet is refused: libopus would take it for a lost one and
+    /// conceal as much as `pcm` holds (240 ms into a mono decoder's buffer
+    /// sized for stereo); concealment is `conceal`'s, for a length the caller picks.
     public func decode(_ packet: UnsafeRawBufferPointer, into pcm: UnsafeMutableBufferPointer<Int16>) throws(CodecError) -> Int {
+        guard !packet.isEmpty else { throw .decodeFailed(codec: "Opus", reason: "empty packet") }
         let n = opus_decode(decoder, packet.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(packet.count),
                             pcm.baseAddress!, Int32(pcm.count / channels), 0)
         guard n >= 0 else { throw .decodeFailed(codec: "Opus", reason: String(cString: opus_strerror(n))) }

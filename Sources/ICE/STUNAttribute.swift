@@ -82,7 +82,9 @@ extension STUNAttribute {
             let t = UInt64(value.bigEndianUInt32(at: 0)) << 32 | UInt64(value.bigEndianUInt32(at: 4))
             self = type == Self.iceControlledType ? .iceControlled(tieBreaker: t) : .iceControlling(tieBreaker: t)
         case Self.errorCodeType:
-            guard value.count >= 4 else { throw .badAttribute(type: type) }
+            // Class (hundreds) and number (0-99, RFC 8489 §14.8): a number of 100 or more
+            // would be read as another code than any ERROR-CODE could carry.
+            guard value.count >= 4, value[3] < 100 else { throw .badAttribute(type: type) }
             self = .errorCode(code: Int(value[2] & 0x07) * 100 + Int(value[3]),
                               reason: String(decoding: value[4...], as: UTF8.self))
         case Self.softwareType:

@@ -55,7 +55,8 @@ public struct H264Depacketizer: Sendable {
 
     static let startCode: [UInt8] = [0, 0, 0, 1]
 
-    /// Appends the NAL units in `payload` to `out` in Annex B form.
+    /// Appends the NAL units in `payload` to `out` in Annex B form; a payload
+    /// it refuses leaves `out` as it was.
     public func append(_ payload: ArraySlice<UInt8>, to out: inout [UInt8]) throws(DepacketizeError) {
         guard let first = payload.first else { throw .truncated }
         let type = first & 0x1f
@@ -64,15 +65,20 @@ public struct H264Depacketizer: Sendable {
             out += Self.startCode
             out += payload
         case H264Payloader.stapA:
+            // Every unit's size is checked before any is written: a refused payload adds nothing.
             var i = payload.startIndex + 1
             while i < payload.endIndex {
                 guard i + 2 <= payload.endIndex else { throw .truncated }
                 let size = Int(payload.bigEndianUInt16(at: i))
-                i += 2
-                guard size > 0, i + size <= payload.endIndex else { throw .truncated }
+                guard size > 0, i + 2 + size <= payload.endIndex else { throw .truncated }
+                i += 2 + size
+            }
+            i = payload.startIndex + 1
+            while i < payload.endIndex {
+                let size = Int(payload.bigEndianUInt16(at: i))
                 out += Self.startCode
-                out += payload[i..<(i + size)]
-                i += size
+                out += payload[(i + 2)..<(i + 2 + size)]
+                i += 2 + size
             }
         case H264Payloader.fuA:
             guard payload.count >= 2 else { throw .truncated }

@@ -46,7 +46,8 @@ extension SessionDescription {
             case "m":
                 if let m = current { session.media.append(m) }
                 let fields = value.split(separator: " ").map(String.init)
-                guard fields.count >= 3, let port = Int(fields[1].split(separator: "/")[0]) else {
+                // "9" or "9/2" (a port count); "/" alone has no port to read.
+                guard fields.count >= 3, let first = fields[1].split(separator: "/").first, let port = Int(first) else {
                     throw .badLine(number: number, text: line)
                 }
                 current = MediaDescription(kind: fields[0], port: port, proto: fields[2],

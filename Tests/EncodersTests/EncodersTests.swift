@@ -122,4 +122,20 @@ struct OpusEncoderTests {
         let rms = (tail.map { $0 * $0 }.reduce(0, +) / Double(tail.count)).squareRoot()
         #expect(abs(rms - 16_384 / 2.0.squareRoot()) < 16_384 * 0.15, "rms \(rms)")
     }
+
+    /// Found by FuzzOpus (the empty input): an empty RTP payload made libopus
+    /// conceal a whole buffer, 11520 samples (240 ms) from a mono decoder whose
+    /// buffer is sized for stereo, and the subscriber then concealed that much per loss.
+    @Test func anEmptyPacketIsRefusedNotConcealed() throws {
+        let decoder = try OpusDecoder(channels: 1)
+        var out = [Int16](repeating: 0, count: 5760 * 2)
+        #expect(throws: CodecError.decodeFailed(codec: "Opus", reason: "empty packet")) {
+            try out.withUnsafeMutableBufferPointer { pcm in
+                try [UInt8]().withUnsafeBytes { try decoder.decode($0, into: pcm) }
+            }
+        }
+        // Concealment stays the caller's choice of length.
+        let n = try out.withUnsafeMutableBufferPointer { try decoder.conceal(samplesPerChannel: 960, into: $0) }
+        #expect(n == 960)
+    }
 }

@@ -83,4 +83,18 @@ struct STUNTests {
         #expect(STUNMessage.looksLikeSTUN(unsigned[...]))
         #expect(!STUNMessage.looksLikeSTUN([0x80, 0x60] + unsigned.dropFirst(2)))   // RTP's first byte
     }
+
+    /// Found by FuzzSTUN: an ERROR-CODE number byte of 255 was read as code
+    /// 955, which encodes as 9, 55 and reads back as 155. A number must be 0-99.
+    @Test func anErrorCodeNumberOver99IsRefused() throws {
+        let crash = Self.hex("""
+            01110018 2112a442 01020304 05060708 090a0b0c 00090011 ffffffff ffffff6b
+            00000407 526f6c65 20436fb3 666c6963 74000000
+            """)
+        #expect(throws: STUNError.badAttribute(type: 0x0009)) { try STUNMessage(parsing: crash) }
+        // The same attribute with a number in range (class 7, number 99) still reads.
+        var fixed = crash
+        fixed[27] = 99
+        #expect(try STUNMessage(parsing: fixed).attributes.first == .errorCode(code: 799, reason: "\u{FFFD}\u{FFFD}\u{FFFD}k\0\0\u{04}\u{07}Role "))
+    }
 }

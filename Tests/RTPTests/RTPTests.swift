@@ -151,6 +151,18 @@ struct H264PayloadTests {
             try H264Depacketizer().append([0x19, 0, 1, 0x67][...], to: &out)
         }
     }
+
+    /// Found by FuzzH264: a STAP-A whose second unit runs past the payload was
+    /// refused only after its first unit (here an SPS) had been written out.
+    @Test func aRefusedSTAPAWritesNothing() {
+        let crash: [UInt8] = [0x18, 0x00, 0x06, 0x67, 0x42, 0xc0, 0x04, 0x13, 0x14, 0x15, 0x16, 0x22, 0x74, 0x45]
+        var out: [UInt8] = [9]
+        #expect(throws: DepacketizeError.truncated) { try H264Depacketizer().append(crash[...], to: &out) }
+        #expect(out == [9])
+        var whole: [UInt8] = []
+        try? H264Depacketizer().append(crash[0..<9], to: &whole)
+        #expect(whole == [0, 0, 0, 1, 0x67, 0x42, 0xc0, 0x04, 0x13, 0x14])
+    }
 }
 
 @Suite("Reading packets in place (RTPPacketView, KeyframeInspection)")

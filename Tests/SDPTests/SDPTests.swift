@@ -112,6 +112,15 @@ struct SDPTests {
         #expect(c?.attributeValue == "842163049 1 udp 1677729535 203.0.113.7 61665 typ srflx raddr 10.0.0.2 rport 61665")
         #expect(ICECandidate(parsing: "candidate:1 1 udp notanumber 1.2.3.4 5 typ host") == nil)
     }
+
+    /// Found while writing FuzzSDP: an m= line whose port field is "/" trapped
+    /// (an index out of range), so one WHIP or WHEP offer stopped the process.
+    @Test func anMLineWithoutAPortIsABadLineNotACrash() throws {
+        let offer = "v=0\r\no=- 1 2 IN IP4 0.0.0.0\r\ns=-\r\nm=video / UDP\r\n"
+        #expect(throws: SDPError.badLine(number: 4, text: "m=video / UDP")) { try SessionDescription(parsing: offer) }
+        let withCount = try SessionDescription(parsing: "v=0\no=- 1 2 IN IP4 0.0.0.0\nm=video 9/2 UDP/TLS/RTP/SAVPF 96\n")
+        #expect(withCount.media.first?.port == 9)
+    }
 }
 
 extension String {
