@@ -35,7 +35,7 @@ private struct ParsingHost: WHEPSessionHost {
 public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     guard let request = FuzzRequest(bytes(data, size), substitutions: ["@TOKEN@": token]) else { return 0 }
     runBlocking {
-        let responder = ViewerResponder(sessions: ParsingHost(), token: token, maxBodySize: 64 * 1024)
+        let responder = ViewerResponder(cameras: [ParsingHost(), ParsingHost()], token: token, maxBodySize: 64 * 1024)
         let response = await respond(responder, to: request, logger: quietLogger)
         check((100...599).contains(response.status), "status \(response.status)")
         check(response.status < 500 || response.status == 503, "\(response.status) for \(request.method) \(request.path)")
