@@ -42,8 +42,7 @@ struct PublishCommand: ParsableCommand {
     @Option(help: "A camagent router session to publish into (http://HOST:PORT/v2/sessions/SID), over WHIP with --token, a publisher token of that session.")
     var session: String?
 
-    /// Where WHIP goes: --whip, or the publish endpoint of --session.
-    /// The WHIP endpoint: --whip, or the session's publish endpoint with its
+    /// Where WHIP goes: --whip, or the session's publish endpoint with its
     /// query (a stream name, when several cameras make several streams).
     func whipEndpoint(streamName: String?) -> String? {
         whip ?? session.map { url in
