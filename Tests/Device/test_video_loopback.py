@@ -115,11 +115,12 @@ def yuyv(frame):
 def test_selftest_that_loses_frames_exits_1():
     # The whole selftest is stopped (SIGSTOP) for 5 s mid-run. Its writer then catches up
     # on its schedule, writing about 75 frames as fast as it can into v4l2loopback's two
-    # buffers: the capture side cannot see many of them (a 4 s stop lost 27 of 60 under
-    # TCG). They are lost frames, more than the 2 % of the 300 allowed here: exit 1, with
-    # the count in the report. (The stop stays well under the selftest's 10 s frame
-    # timeout: a 10 s stop ended some runs with 75, no frame for 10 s.)
-    proc = start_selftest(300, "--max-missing-percent", "2")
+    # buffers: the capture side cannot see all of them. How many it misses depends on the
+    # guest's load (27 of 60 after a 4 s stop once, 4 of 75 in a CI run), so no frame may
+    # be missing here (--max-missing-percent 0): any lost frame makes it exit 1, with the
+    # count in the report. (The stop stays well under the selftest's 10 s frame timeout:
+    # a 10 s stop ended some runs with 75, no frame for 10 s.)
+    proc = start_selftest(300, "--max-missing-percent", "0")
     os.kill(proc.pid, signal.SIGSTOP)
     time.sleep(5)
     os.kill(proc.pid, signal.SIGCONT)
@@ -127,7 +128,7 @@ def test_selftest_that_loses_frames_exits_1():
     assert proc.returncode == 1, (proc.returncode, out, err)
     report = last_json(out)
     assert report["passed"] is False and report["framesWritten"] == 300, report
-    assert report["missing"] >= 15, report
+    assert report["missing"] >= 1, report
     assert any("frames missing" in p for p in report["problems"]), report
     assert report["outOfOrder"] == 0 and report["duplicates"] == 0 and report["undecodable"] == 0, report
     assert "result:    FAIL: " in out and "frames missing" in out, out
