@@ -36,6 +36,8 @@ let package = Package(
         // Hummingbird's own dependency, named for the router's refusal of a WebSocket upgrade (an HTTP
         // response written on the upgrading channel, see SignallingUpgrade.swift).
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.0.0"),
+        // Already in the graph through Hummingbird: its HTTPRequestPart, for the body deadline.
+        .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.20.0"),
         // The router: WebSocket signalling on the Hummingbird server, JWT tokens (HS256).
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.0.0"),
         .package(url: "https://github.com/vapor/jwt-kit", from: "5.0.0"),
@@ -203,7 +205,7 @@ let package = Package(
             name: "HTTPLimits",
             dependencies: [
                 .product(name: "HummingbirdCore", package: "hummingbird"), .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"), .product(name: "Logging", package: "swift-log"),
             ]
         ),
         // The configuration file: TOML sections of command options, checked against each command's options.

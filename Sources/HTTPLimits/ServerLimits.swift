@@ -1,4 +1,5 @@
 import HummingbirdCore
+import Logging
 import NIOCore
 
 /// What camagent's HTTP servers (the built-in viewer and the router) allow a
@@ -9,9 +10,12 @@ public struct ServerLimits: Sendable, Equatable {
     /// Open connections at most; past it, new ones wait in the listen backlog
     /// until one closes (the server stops accepting, it does not refuse).
     public var maxConnections: Int
-    /// A connection's first request head must arrive whole within this time,
-    /// or the connection is closed (a slowloris sends a header byte now and then).
+    /// A request head must arrive whole within this time (the first of a
+    /// connection from its start, later ones from their first byte), or the
+    /// connection is closed (a slowloris sends a header byte now and then).
     public var requestHeadTimeout: TimeAmount
+    /// A request body must arrive whole within this time of its head.
+    public var requestBodyTimeout: TimeAmount
     /// An HTTP connection with nothing coming or going for this long is closed.
     /// Upgraded WebSocket connections have their own pings instead.
     public var idleTimeout: TimeAmount
@@ -21,11 +25,12 @@ public struct ServerLimits: Sendable, Equatable {
     public var maxHeaderFields: Int
 
     public init(
-        maxConnections: Int = 256, requestHeadTimeout: TimeAmount = .seconds(10), idleTimeout: TimeAmount = .seconds(60),
-        maxHeaderBytes: Int = 16 * 1024, maxHeaderFields: Int = 100
+        maxConnections: Int = 256, requestHeadTimeout: TimeAmount = .seconds(10), requestBodyTimeout: TimeAmount = .seconds(10),
+        idleTimeout: TimeAmount = .seconds(60), maxHeaderBytes: Int = 16 * 1024, maxHeaderFields: Int = 100
     ) {
         self.maxConnections = maxConnections
         self.requestHeadTimeout = requestHeadTimeout
+        self.requestBodyTimeout = requestBodyTimeout
         self.idleTimeout = idleTimeout
         self.maxHeaderBytes = maxHeaderBytes
         self.maxHeaderFields = maxHeaderFields
@@ -34,6 +39,16 @@ public struct ServerLimits: Sendable, Equatable {
     /// The HTTP/1 decoder's share of the limits.
     public var decoder: HTTP1Channel.Configuration.DecoderConfiguration {
         .init(maxHeaderFieldSize: maxHeaderBytes, maxHeaderListSize: maxHeaderBytes, maxHeaderFieldCount: maxHeaderFields)
+    }
+
+    /// The HTTP/1 configuration of both servers: the decoder's limits, the idle
+    /// timeout, and the body deadline behind the decoder. Use it inside a
+    /// `RequestDeadlineChannel`, which watches the heads.
+    public func http1Configuration(logger: Logger) -> HTTP1Channel.Configuration {
+        let bodyTimeout = requestBodyTimeout
+        return HTTP1Channel.Configuration(
+            additionalChannelHandlers: [RequestBodyDeadlineHandler(timeout: bodyTimeout, logger: logger)],
+            idleTimeout: idleTimeout, httpDecoderConfiguration: decoder)
     }
 
     /// The connection limit, as the server configuration takes it.

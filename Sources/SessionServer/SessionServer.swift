@@ -93,19 +93,20 @@ public final class SessionServer: Service, Sendable {
             closeTimeout: .seconds(10)
         )
         let limits = configuration.serverLimits
-        // Signalling connections last as long as a session: no HTTP idle timeout
-        // (WebSocket pings watch them); the head deadline covers the handshake.
-        let http1 = HTTP1Channel.Configuration(httpDecoderConfiguration: limits.decoder)
+        // The idle timeout and the body deadline hold for plain HTTP connections
+        // only: a connection upgraded to signalling lasts as long as its session,
+        // and WebSocket pings watch it. The head deadline covers the handshake.
+        let http1 = limits.http1Configuration(logger: logger)
         return Application(
             responder: makeResponder(),
             server: HTTPServerBuilder { responder in
-                RequestHeadDeadlineChannel(
+                RequestDeadlineChannel(
                     HTTP1WebSocketUpgradeChannel(
                         responder: responder, configuration: .init(http1: http1, ws: webSocket)
                     ) { head, channel, logger in
                         await upgrade.shouldUpgrade(head, channel: channel, logger: logger)
                     },
-                    timeout: limits.requestHeadTimeout)
+                    headTimeout: limits.requestHeadTimeout)
             },
             configuration: .init(
                 address: .hostname(configuration.host, port: configuration.port), serverName: "camagent-router",

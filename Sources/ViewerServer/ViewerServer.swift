@@ -56,14 +56,13 @@ public final class ViewerServer: Service, Sendable {
             maxBodySize: configuration.maxBodySize
         )
         let limits = configuration.serverLimits
+        let http1 = limits.http1Configuration(logger: logger)
         let app = Application(
             responder: responder,
             server: HTTPServerBuilder { responder in
-                RequestHeadDeadlineChannel(
-                    HTTP1Channel(
-                        responder: responder,
-                        configuration: .init(idleTimeout: limits.idleTimeout, httpDecoderConfiguration: limits.decoder)),
-                    timeout: limits.requestHeadTimeout)
+                RequestDeadlineChannel(
+                    HTTP1Channel(responder: responder, configuration: http1),
+                    headTimeout: limits.requestHeadTimeout)
             },
             configuration: .init(
                 address: .hostname(configuration.host, port: configuration.port),

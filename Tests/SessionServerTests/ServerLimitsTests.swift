@@ -75,6 +75,64 @@ struct RouterServerLimitsTests {
         }
     }
 
+    @Test("a plain HTTP connection left idle is closed at the idle timeout (a signalling one is not: see above)")
+    func idleTimeout() async throws {
+        try await withRouter(ServerLimits(idleTimeout: .seconds(1))) { port, _ in
+            let (answer, closed) = try await onOwnThread {
+                let connection = try RawTCPConnection(port: port)
+                _ = connection.send("GET /nothing-here HTTP/1.1\r\nHost: x\r\n\r\n")
+                let answer = connection.read(timeout: 10)
+                return (answer, RouterServerLimitsTests.closedWithin(connection, seconds: 10))
+            }
+            guard case .bytes(let bytes) = answer else { Issue.record("no answer: \(answer)"); return }
+            #expect(String(decoding: bytes.prefix(12), as: UTF8.self) == "HTTP/1.1 404")
+            #expect(closed, "an idle kept-alive connection stayed open")
+        }
+    }
+
+    @Test("a REST body dribbled past its deadline is cut off, on the first request and on a later one")
+    func slowBody() async throws {
+        try await withRouter(ServerLimits(requestBodyTimeout: .seconds(1))) { port, server in
+            let token = try await server.tokens.makeProjectToken()
+            let body = Array(#"{"mediaMode": "routed", "padding": "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"}"#.utf8)
+            let head = "POST /v2/sessions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(token)\r\n"
+                + "Content-Type: application/json\r\nContent-Length: \(body.count)\r\n\r\n"
+            let results = try await onOwnThread {
+                var results: [(first: RawTCPConnection.Read, closed: Bool)] = []
+                for requestsBefore in 0..<2 {
+                    let connection = try RawTCPConnection(port: port)
+                    var first = RawTCPConnection.Read.nothing
+                    if requestsBefore == 1 {
+                        _ = connection.send(head)
+                        _ = connection.send(body)
+                        first = connection.read(timeout: 10)
+                    }
+                    _ = connection.send(head)
+                    var closed = false
+                    for byte in body {
+                        if case .closed = connection.read(timeout: 0.2) { closed = true; break }
+                        if !connection.send([byte]) { closed = true; break }
+                    }
+                    results.append((first, closed))
+                }
+                return results
+            }
+            #expect(results[0].closed, "a body on a new connection outlived its deadline")
+            guard case .bytes(let bytes) = results[1].first else { Issue.record("no answer: \(results[1].first)"); return }
+            #expect(String(decoding: bytes.prefix(12), as: UTF8.self) == "HTTP/1.1 200")
+            #expect(results[1].closed, "a later body on a kept-alive connection outlived its deadline")
+        }
+    }
+
+    /// Reads until the server closes the connection or `seconds` pass.
+    static func closedWithin(_ connection: RawTCPConnection, seconds: Double) -> Bool {
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        while ContinuousClock.now < deadline {
+            if case .closed = connection.read(timeout: 0.5) { return true }
+        }
+        return false
+    }
+
     /// The first bytes of the WebSocket frames that follow the HTTP head in `bytes` (server frames are unmasked).
     static func frames(after bytes: [UInt8]) -> [UInt8] {
         guard let end = (0..<max(0, bytes.count - 3)).first(where: { bytes[$0..<$0 + 4] == [13, 10, 13, 10] }) else { return [] }

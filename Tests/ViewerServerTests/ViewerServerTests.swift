@@ -480,6 +480,53 @@ struct ServerLimitsTests {
         }
     }
 
+    @Test("on a kept-alive connection a later request head dribbled past its deadline is cut off")
+    func slowSecondHead() async throws {
+        try await withServer(limits: ServerLimits(requestHeadTimeout: .seconds(1), idleTimeout: .seconds(60))) { port, _ in
+            let (firstAnswer, closed) = try await onOwnThread {
+                let connection = try RawTCPConnection(port: port)
+                _ = connection.send("GET /stats HTTP/1.1\r\nHost: x\r\n\r\n")
+                let first = connection.read(timeout: 10)
+                // The next head a byte every 200 ms: never idle, never whole.
+                for byte in Array("GET /stats HTTP/1.1\r\nHost: x\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa".utf8) {
+                    if case .closed = connection.read(timeout: 0.2) { return (first, true) }
+                    if !connection.send([byte]) { return (first, true) }
+                }
+                return (first, false)
+            }
+            guard case .bytes(let bytes) = firstAnswer else { Issue.record("no answer to the first request: \(firstAnswer)"); return }
+            #expect(String(decoding: bytes.prefix(15), as: UTF8.self) == "HTTP/1.1 200 OK")
+            #expect(closed, "the second head outlived its deadline")
+        }
+    }
+
+    @Test("a request body dribbled past its deadline is cut off; a body in time is read")
+    func slowBody() async throws {
+        try await withServer(limits: ServerLimits(requestBodyTimeout: .seconds(1), idleTimeout: .seconds(60))) { port, _ in
+            let body = Array(offer.utf8)
+            let head = "POST /whep HTTP/1.1\r\nHost: x\r\nContent-Type: application/sdp\r\nContent-Length: \(body.count)\r\n\r\n"
+            let (closed, inTime) = try await onOwnThread {
+                let slow = try RawTCPConnection(port: port)
+                _ = slow.send(head)
+                var closed = false
+                for byte in body {
+                    if case .closed = slow.read(timeout: 0.2) { closed = true; break }
+                    if !slow.send([byte]) { closed = true; break }
+                }
+                // The same body in halves, 300 ms apart: within the deadline.
+                let fast = try RawTCPConnection(port: port)
+                _ = fast.send(head)
+                _ = fast.send(Array(body.prefix(body.count / 2)))
+                Thread.sleep(forTimeInterval: 0.3)
+                _ = fast.send(Array(body.dropFirst(body.count / 2)))
+                return (closed, fast.read(timeout: 10))
+            }
+            #expect(closed, "a body a byte every 200 ms outlived the 1 s body deadline")
+            guard case .bytes(let bytes) = inTime else { Issue.record("no answer to a body in time: \(inTime)"); return }
+            #expect(String(decoding: bytes.prefix(12), as: UTF8.self) == "HTTP/1.1 201")
+        }
+    }
+
     @Test("oversized headers get 400 and the connection closes; the server goes on")
     func headerLimit() async throws {
         try await withServer(limits: ServerLimits(maxHeaderBytes: 4096, maxHeaderFields: 20)) { port, _ in
