@@ -9,6 +9,9 @@
 //   MALLOC_COUNTER_THREAD=camagent-rtc counts only the allocations made on
 //     threads of that name (one path of a process with several: a
 //     subscriber's receive thread, not its once-a-second stats printing).
+//     Several names, comma-separated (at most 4), count each on its own:
+//     the file then also holds a line "thread NAME N" per name. A name is
+//     cut to 15 characters, as the kernel cuts a thread's.
 //   MALLOC_COUNTER_TRACE_AFTER=3 MALLOC_COUNTER_TRACE_MAX=20 additionally
 //     prints the return addresses of the first 20 allocations made after 3 s
 //     (symbolize with llvm-symbolizer) to find who allocates in steady state.
@@ -28,8 +31,11 @@ extern void *__libc_calloc(size_t, size_t);
 extern void *__libc_realloc(void *, size_t);
 extern void *__libc_memalign(size_t, size_t);
 
+enum { MAX_THREAD_NAMES = 4 };
 static atomic_ulong allocations;
-static char thread_filter[17];
+static char thread_names[MAX_THREAD_NAMES][17];
+static int thread_name_count;
+static atomic_ulong thread_allocations[MAX_THREAD_NAMES];
 static double trace_after = -1;
 static long trace_left;
 static double started;
@@ -47,7 +53,14 @@ __attribute__((constructor)) static void counter_start(void) {
     const char *max = getenv("MALLOC_COUNTER_TRACE_MAX");
     if (after) trace_after = atof(after);
     const char *thread = getenv("MALLOC_COUNTER_THREAD");
-    if (thread) strncpy(thread_filter, thread, 16);
+    while (thread && *thread && thread_name_count < MAX_THREAD_NAMES) {
+        size_t length = strcspn(thread, ",");
+        // The kernel keeps 15 characters of a thread's name: compare what it keeps.
+        memcpy(thread_names[thread_name_count], thread, length < 15 ? length : 15);
+        thread_name_count++;
+        thread += length;
+        if (*thread == ',') thread++;
+    }
     trace_left = max ? atol(max) : 20;
 }
 
@@ -58,21 +71,33 @@ __attribute__((destructor)) static void counter_stop(void) {
     char line[64];
     int n = snprintf(line, sizeof line, "allocations %lu\n", atomic_load(&allocations));
     if (write(fd, line, n) < 0) { /* nothing to do at exit */ }
+    for (int i = 0; i < thread_name_count; i++) {
+        n = snprintf(line, sizeof line, "thread %s %lu\n", thread_names[i], atomic_load(&thread_allocations[i]));
+        if (write(fd, line, n) < 0) { /* nothing to do at exit */ }
+    }
     if (fd != 2) close(fd);
 }
 
-// Whether this thread's allocations count: all, or those of the named threads.
-// The name is read each time (prctl does not allocate): a thread names itself
-// after it starts.
-static int counts_here(void) {
-    if (!thread_filter[0]) return 1;
+// Whether this thread's allocations count: all (-1), those of one of the
+// named threads (its index), or not (-2). The name is read each time (prctl
+// does not allocate): a thread names itself after it starts.
+static int counted_as(void) {
+    if (thread_name_count == 0) return -1;
     char name[17] = {0};
-    if (prctl(PR_GET_NAME, name, 0, 0, 0) != 0) return 0;
-    return strcmp(name, thread_filter) == 0;
+    if (prctl(PR_GET_NAME, name, 0, 0, 0) != 0) return -2;
+    for (int i = 0; i < thread_name_count; i++) {
+        if (strcmp(name, thread_names[i]) == 0) return i;
+    }
+    return -2;
 }
 
+static int counts_here(void) { return counted_as() != -2; }
+
 static void count_one(void) {
-    if (counts_here()) atomic_fetch_add_explicit(&allocations, 1, memory_order_relaxed);
+    int as = counted_as();
+    if (as == -2) return;
+    atomic_fetch_add_explicit(&allocations, 1, memory_order_relaxed);
+    if (as >= 0) atomic_fetch_add_explicit(&thread_allocations[as], 1, memory_order_relaxed);
 }
 
 // Print the caller chain of one allocation; backtrace() may itself allocate

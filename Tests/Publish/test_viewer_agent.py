@@ -27,9 +27,10 @@ FPS = 15
 class Agent:
     """`camagent publish` serving viewers inside the test's network."""
 
-    def __init__(self, net, workdir, *, duration, token=TOKEN, codec="vp8", extra=()):
+    def __init__(self, net, workdir, *, duration, token=TOKEN, codec="vp8", extra=(), wrapper=()):
+        """`wrapper` goes before camagent's own path (`env VAR=...`: for camagent alone, not `ip netns exec`)."""
         self.net = net
-        args = [BIN, "publish", "--device", "test-pattern", "--size", "640x480", "--fps", str(FPS),
+        args = [*wrapper, BIN, "publish", "--device", "test-pattern", "--size", "640x480", "--fps", str(FPS),
                 "--audio", "test-tone", "--listen", f"{net.addr}:0", "--codec", codec,
                 "--duration", str(duration), "--json", *extra]
         args += ["--viewer-token", token] if token else ["--open"]
