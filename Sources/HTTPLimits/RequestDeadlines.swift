@@ -1,6 +1,7 @@
 import HummingbirdCore
 import Logging
 import NIOCore
+import NIOHTTP1
 import NIOHTTPTypes
 
 /// A server channel whose requests must each arrive whole in time, wrapped
@@ -9,10 +10,12 @@ import NIOHTTPTypes
 /// Two deadlines, so that a client sending slowly cannot hold a connection:
 /// - the head: a connection's first request head within `headTimeout` of
 ///   connecting, and every later head within `headTimeout` of its first byte.
-///   It is watched on the raw bytes, in front of the HTTP decoder, so it holds
-///   before any request exists (and before a WebSocket upgrade is decided);
+///   The watcher sits on the raw bytes, in front of the HTTP decoder, so it
+///   holds before any request exists, and before a WebSocket upgrade is
+///   decided (the router adds its HTTP handlers only then);
 /// - the body: within the body timeout of its head (`RequestBodyDeadlineHandler`,
-///   which `ServerLimits.http1Configuration` puts behind the decoder).
+///   which `ServerLimits.http1Configuration` puts behind the decoder and which
+///   tells the watcher when a head is decoded and when a request ends).
 ///
 /// Between requests the HTTP idle timeout applies; an upgraded WebSocket
 /// connection has its own pings instead.
@@ -36,35 +39,38 @@ public struct RequestDeadlineChannel<Base: ServerChildChannel>: ServerChildChann
 
     public func handle(value: Value, logger: Logger) async {
         await base.handle(value: value, logger: logger)
+        // A connection whose upgrade never resolved (a head the decoder refused
+        // while the upgrade handler waited) ends here: it must not stay open.
+        value.channel.close(promise: nil)
     }
 }
 
-/// Closes the connection unless each request head (up to the empty line that
-/// ends the header lines: CRLF CRLF, or LF LF) arrives within the timeout: the
-/// first counted from the connection's start, later ones from their first byte.
+/// Closes the connection unless each request head is decoded in time: the
+/// first within the timeout of the connection's start, later ones within the
+/// timeout of their first byte. `RequestBodyDeadlineHandler`, behind the
+/// decoder, says when a head has been decoded and when a request has ended.
 ///
-/// After a head it waits, reading nothing, until `RequestBodyDeadlineHandler`
-/// says the request has ended; the next byte starts the next head. A connection
-/// upgraded to WebSocket never says so, and its frames pass untouched.
+/// A connection upgraded to WebSocket never says so: its head goes to the
+/// upgrade handler, which then removes the HTTP decoder. When the timer fires
+/// on a connection without that decoder, it is left alone.
 final class RequestHeadDeadlineHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
 
     private enum State {
-        /// A head is under way: its bytes are scanned and the timer runs.
-        case readingHead
-        /// The head is whole; the request's body (or a WebSocket) follows.
-        case afterHead
-        /// The last request ended; the next byte starts a head.
+        /// A head is due; the timer runs.
+        case awaitingHead
+        /// The head is decoded; its body (or, upgraded, a WebSocket) follows.
+        case inRequest
+        /// The last request ended; the next byte that is not part of an empty
+        /// line (which HTTP allows between requests) starts the next head.
         case betweenRequests
     }
 
     private let timeout: TimeAmount
     private let logger: Logger
-    private var state = State.readingHead
+    private var state = State.awaitingHead
     private var timer: Scheduled<Void>?
-    /// The bytes since the last line feed were only carriage returns: the next LF ends an empty line.
-    private var atLineStart = false
 
     init(timeout: TimeAmount, logger: Logger) {
         self.timeout = timeout
@@ -85,33 +91,18 @@ final class RequestHeadDeadlineHandler: ChannelInboundHandler, RemovableChannelH
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if state == .betweenRequests {
-            state = .readingHead
-            atLineStart = false
+        if state == .betweenRequests,
+           unwrapInboundIn(data).readableBytesView.contains(where: { $0 != UInt8(ascii: "\r") && $0 != UInt8(ascii: "\n") }) {
+            state = .awaitingHead
             arm(context)
-        }
-        if state == .readingHead {
-            for byte in unwrapInboundIn(data).readableBytesView {
-                switch byte {
-                case UInt8(ascii: "\n"):
-                    if atLineStart { headRead() }
-                    atLineStart = true
-                case UInt8(ascii: "\r"):
-                    continue
-                default:
-                    atLineStart = false
-                }
-                if state != .readingHead { break }
-            }
         }
         context.fireChannelRead(data)
     }
 
-    /// The head is whole: seen here, or decoded behind (which is authoritative
-    /// when a head's last line ending straddled two reads in an odd way).
-    func headRead() {
+    /// The decoder behind has handed on a request head.
+    func headDecoded() {
         cancelTimer()
-        if state == .readingHead { state = .afterHead }
+        state = .inRequest
     }
 
     /// The request (head and body) has been read whole.
@@ -126,12 +117,15 @@ final class RequestHeadDeadlineHandler: ChannelInboundHandler, RemovableChannelH
     }
 
     private func arm(_ context: ChannelHandlerContext) {
-        guard timer == nil, state == .readingHead else { return }
+        guard timer == nil, state == .awaitingHead else { return }
         let timeout = self.timeout
         let logger = self.logger
         let remote = context.channel.remoteAddress.map { "\($0)" } ?? "?"
         let channel = context.channel
         timer = context.eventLoop.scheduleTask(in: timeout) {
+            // Upgraded to WebSocket: no HTTP decoder any more, and no head to wait for.
+            let decoder = try? channel.pipeline.syncOperations.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
+            guard decoder != nil else { return }
             logger.notice("closing a connection that sent no whole request head in time",
                           metadata: ["remote": "\(remote)", "seconds": "\(timeout.nanoseconds / 1_000_000_000)"])
             channel.close(promise: nil)
@@ -163,7 +157,7 @@ final class RequestBodyDeadlineHandler: ChannelInboundHandler, RemovableChannelH
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head(let head):
-            headWatcher(context)?.headRead()
+            headWatcher(context)?.headDecoded()
             timer?.cancel()
             let timeout = self.timeout
             let logger = self.logger

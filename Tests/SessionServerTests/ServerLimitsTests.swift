@@ -75,6 +75,22 @@ struct RouterServerLimitsTests {
         }
     }
 
+    @Test("a head the decoder refuses, before any upgrade is decided, is closed rather than held for ever")
+    func refusedHead() async throws {
+        try await withRouter(ServerLimits(requestHeadTimeout: .seconds(1))) { port, _ in
+            let (closed, normal) = try await onOwnThread {
+                let garbage = try RawTCPConnection(port: port)
+                _ = garbage.send("NOT HTTP AT ALL\r\n\r\n")
+                let closed = RouterServerLimitsTests.closedWithin(garbage, seconds: 10)
+                let normal = try RawTCPConnection(port: port)
+                _ = normal.send("GET /nothing-here HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                return (closed, normal.readToEnd(timeout: 10))
+            }
+            #expect(closed, "a refused head held its connection (and a place under the connection limit)")
+            #expect(String(decoding: normal.prefix(12), as: UTF8.self) == "HTTP/1.1 404")
+        }
+    }
+
     @Test("a plain HTTP connection left idle is closed at the idle timeout (a signalling one is not: see above)")
     func idleTimeout() async throws {
         try await withRouter(ServerLimits(idleTimeout: .seconds(1))) { port, _ in
