@@ -227,7 +227,7 @@ let package = Package(
 
         // MARK: Tests (host unit tests; device tests live in Tests/Device and run in the VM)
         // Helpers more than one test target uses.
-        .target(name: "TestSupport", path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: [.product(name: "Logging", package: "swift-log")], path: "Tests/TestSupport"),
         .testTarget(name: "MediaTypesTests", dependencies: ["MediaTypes"]),
         .testTarget(name: "AgentConfigurationTests", dependencies: ["AgentConfiguration"]),
         .testTarget(name: "RTPTests", dependencies: ["RTP"]),

@@ -161,7 +161,8 @@ final class RequestBodyDeadlineHandler: ChannelInboundHandler, RemovableChannelH
             timer?.cancel()
             let timeout = self.timeout
             let logger = self.logger
-            let path = head.path ?? ""
+            // The path without its query: a token there (`?token=`) must not reach the log.
+            let path = (head.path ?? "").split(separator: "?", maxSplits: 1).first.map(String.init) ?? ""
             let channel = context.channel
             timer = context.eventLoop.scheduleTask(in: timeout) {
                 logger.notice("closing a connection whose request body did not arrive whole in time",

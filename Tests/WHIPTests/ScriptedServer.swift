@@ -232,33 +232,3 @@ func boundButNotListening() -> (fd: Int32, port: Int) {
     }
     return (fd, boundPort(fd))
 }
-
-/// A log handler that keeps what it is given, to check what a call logged.
-final class RecordingLogHandler: LogHandler, @unchecked Sendable {
-    final class Store: @unchecked Sendable {
-        private let lock = NSLock()
-        private var entries: [(Logger.Level, String)] = []
-        func append(_ level: Logger.Level, _ message: String) { lock.withLock { entries.append((level, message)) } }
-        var messages: [(level: Logger.Level, message: String)] { lock.withLock { entries } }
-    }
-
-    let store: Store
-    var metadata: Logger.Metadata = [:]
-    var logLevel: Logger.Level = .trace
-
-    init(store: Store) { self.store = store }
-
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
-
-    func log(event: LogEvent) {
-        store.append(event.level, event.message.description)
-    }
-
-    static func logger() -> (Logger, Store) {
-        let store = Store()
-        return (Logger(label: "whip-test") { _ in RecordingLogHandler(store: store) }, store)
-    }
-}
