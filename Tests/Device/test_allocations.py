@@ -7,25 +7,16 @@ one more frame costs. The bound is a count, not a time: it cannot flake on a
 busy machine.
 """
 import os
-import subprocess
 
 import pytest
 
-from conftest import ROOT, BIN, last_json, run
-
-# A few allocations can land in the long run only (a log line, a stats
-# snapshot, the frame-rate governor's notice when the slow VM lags): the long
-# runs are long enough that one such line stays far below the bound, while
-# one allocation per frame would show as >= 1.0.
-MAX_ALLOCATIONS_PER_FRAME = 0.05
+from conftest import last_json, run
+from malloc_counter import MAX_ALLOCATIONS_PER_FRAME, build_counter
 
 
 @pytest.fixture(scope="module")
 def counter(tmp_path_factory):
-    lib = tmp_path_factory.mktemp("malloc") / "malloc-counter.so"
-    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", str(lib),
-                    os.path.join(ROOT, "Benchmarks", "malloc-counter.c")], check=True)
-    return lib
+    return build_counter(tmp_path_factory.mktemp("malloc"))
 
 
 def counted(counter, tmp_path, args):

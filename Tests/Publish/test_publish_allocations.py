@@ -15,27 +15,20 @@ The whole process still allocates per frame (the transport thread: SRTP and
 RTCP, BENCHMARKS.md); these two threads must not.
 """
 import os
-import subprocess
 import time
 
 import pytest
 
-from publish_support import ROOT
+from malloc_counter import MAX_ALLOCATIONS_PER_FRAME, build_counter  # Tests/Device
 from test_viewer_agent import Agent, start_viewer, viewer_result, brief
 
 # As the kernel keeps them (15 characters): camagent-pattern is "camagent-patter".
 THREADS = ("camagent-pattern"[:15], "camagent-encode")
-# As in Tests/Device/test_allocations.py: a stray log line in the long run
-# stays far below this; one allocation per frame would show as >= 1.0.
-MAX_ALLOCATIONS_PER_FRAME = 0.05
 
 
 @pytest.fixture(scope="module")
 def counter(tmp_path_factory):
-    lib = tmp_path_factory.mktemp("malloc") / "malloc-counter.so"
-    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", str(lib),
-                    os.path.join(ROOT, "Benchmarks", "malloc-counter.c")], check=True)
-    return lib
+    return build_counter(tmp_path_factory.mktemp("malloc"))
 
 
 def counted_publish(net, workdir, counter, codec, viewer_seconds):
