@@ -62,8 +62,9 @@ struct ConsoleLogHandlerTests {
 
     @Test func theJournalIsChosenOnlyWhenJournalStreamNamesStderrItself() throws {
         // A pipe stands in for the stream systemd connects: stat it for its device and inode.
-        var fds: [Int32] = [0, 0]
-        #expect(pipe(&fds) == 0)
+        var fds: [Int32] = [-1, -1]
+        // Required: on failure the defer would otherwise close fd 0 twice.
+        try #require(pipe(&fds) == 0)
         defer { close(fds[0]); close(fds[1]) }
         var info = stat()
         #expect(fstat(fds[1], &info) == 0)

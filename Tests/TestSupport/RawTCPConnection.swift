@@ -21,20 +21,25 @@ public final class RawTCPConnection: @unchecked Sendable {
     private let fd: Int32
 
     public init(port: Int) throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw Failure.socket(errno) }
+        // The socket is made and connected before `fd` is set: a class whose
+        // stored properties are all set runs its deinit when its init throws,
+        // and closing here as well would close the number twice (by then maybe
+        // another socket of the test process, a server's under test).
+        let socketFD = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard socketFD >= 0 else { throw Failure.socket(errno) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
         address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
         let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(socketFD, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
         guard connected == 0 else {
             let code = errno
-            close(fd)
+            close(socketFD)
             throw Failure.connect(code)
         }
+        fd = socketFD
     }
 
     deinit { close(fd) }
