@@ -261,7 +261,8 @@ let package = Package(
             name: "SessionServerTests",
             dependencies: [
                 "SessionServer", "TestSupport",
-                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -1,12 +1,11 @@
 import Foundation
 import Hummingbird
-import HummingbirdTesting
 import Testing
 
 @testable import SessionServer
 
-/// A router with a fake media engine, driven through Hummingbird's router
-/// test client (no socket), plus tokens for it.
+/// A router with a fake media engine, driven through its REST responder (no
+/// socket: `ResponderClient`), plus tokens for it.
 struct RouterFixture {
     let server: SessionServer
     let engine = FakeMediaEngine()
@@ -27,9 +26,8 @@ struct RouterFixture {
     func session(_ mode: MediaMode = .routed) throws -> String { try registry.createSession(mediaMode: mode).sessionID }
 
     /// Runs `body` with a test client of the REST responder.
-    func test(_ body: @Sendable @escaping (any TestClientProtocol) async throws -> Void) async throws {
-        let app = Application(responder: server.makeResponder(), logger: quietLogger())
-        try await app.test(.router, body)
+    func test(_ body: @Sendable (ResponderClient) async throws -> Void) async throws {
+        try await body(ResponderClient(responder: server.makeResponder(), logger: quietLogger()))
     }
 }
 
@@ -38,12 +36,12 @@ func sdpHeaders(_ token: String) -> HTTPFields { [.authorization: "Bearer \(toke
 let offer = ByteBuffer(string: "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\n")
 
 /// The JSON object of a response body.
-func object(_ response: TestResponse) throws -> [String: Any] {
+func object(_ response: RESTResponse) throws -> [String: Any] {
     try #require(try JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? [String: Any])
 }
 
 /// Checks a refusal: the status, and `{"code": status, "message": ...}` with the message containing `words`.
-func expectError(_ response: TestResponse, _ status: Int, _ words: String = "", sourceLocation: SourceLocation = #_sourceLocation) throws {
+func expectError(_ response: RESTResponse, _ status: Int, _ words: String = "", sourceLocation: SourceLocation = #_sourceLocation) throws {
     #expect(response.status.code == status, "\(String(buffer: response.body))", sourceLocation: sourceLocation)
     #expect(response.headers[.contentType] == "application/json", sourceLocation: sourceLocation)
     let body = try object(response)
