@@ -135,8 +135,13 @@ def deletes_from_netlog(path):
     try:
         netlog = json.loads(text)
     except json.JSONDecodeError:
-        # Not finalised (Chromium killed): one event per line after the constants.
-        netlog = json.loads(text.rstrip().rstrip(",") + "]}")
+        # Not finalised (Chromium killed): one event per line after the constants,
+        # and the kill may have cut the last line short. Only that line may go.
+        body = text.rstrip().rstrip(",")
+        try:
+            netlog = json.loads(body + "]}")
+        except json.JSONDecodeError:
+            netlog = json.loads(body[: body.rindex("\n")].rstrip().rstrip(",") + "]}")
     names = {v: k for k, v in netlog["constants"]["logEventTypes"].items()}
     requests = {}
     for event in netlog["events"]:
