@@ -123,7 +123,7 @@ def test_peer_vanishes_then_reconnect(net, receiver_factory):
     # "reconnecting" and POST a new offer. It has the rest of --duration to do so, enough
     # for a consent expiry and a few backoff steps: the later session must decode frames.
     r = receiver_factory("--vanish-after", "3")
-    proc = camagent_publish(net, r.url, duration=45, timeout=150)
+    proc = camagent_publish(net, r.url, duration=25, timeout=120)
     summary = r.stop()
     said = states(json_lines(proc.stdout))
     assert "reconnecting" in said, describe(proc, r.log())

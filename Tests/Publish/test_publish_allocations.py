@@ -72,7 +72,7 @@ def thread_names(pid):
 @pytest.mark.parametrize("codec", ["vp8", "h264"])
 def test_publish_allocates_nothing_per_frame_on_the_capture_and_encoder_threads(net, workdir, counter, codec):
     short, short_frames = counted_publish(net, workdir, counter, codec, viewer_seconds=4)
-    long, long_frames = counted_publish(net, workdir, counter, codec, viewer_seconds=16)
+    long, long_frames = counted_publish(net, workdir, counter, codec, viewer_seconds=11)
     extra = long_frames - short_frames
     assert extra >= 100, f"the long run should encode at least 100 more frames: {short_frames} → {long_frames}"
     # The counter sees the encoder thread: it allocates while it starts (the encoder is made then).
