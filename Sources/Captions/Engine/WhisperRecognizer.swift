@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import MediaTypes
 import Synchronization
 
 /// Where the speech engine is: scripts/install-captions puts whisper.cpp, the
@@ -66,7 +67,9 @@ final class WhisperLibrary: @unchecked Sendable {   // immutable after init
 
     /// The ABI of CModules/WhisperBridge/whisper_bridge.c this code speaks.
     static let bridgeVersion: Int32 = 2
-    private static let loaded = Mutex<[String: WhisperLibrary]>([:])
+    /// Loading takes a while under the lock, so callers contend for it: a
+    /// pthread mutex, which ThreadSanitizer can follow (see `PThreadLocked`).
+    private static let loaded = PThreadLocked<[String: WhisperLibrary]>([:])
 
     static func load(_ path: String) throws(CaptionError) -> WhisperLibrary {
         let result = loaded.withLock { cache -> Result<WhisperLibrary, CaptionError> in

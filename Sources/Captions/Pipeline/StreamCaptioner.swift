@@ -60,10 +60,12 @@ final class SharedCounters: Sendable {
 
 /// Opus packets waiting for the captioner: fixed slots, filled by the
 /// receive thread, drained by the captioner's; full means the newest is dropped.
+/// The two threads contend for the lock at every packet, hence a pthread
+/// mutex (`PThreadLocked`), which ThreadSanitizer can follow.
 final class PacketQueue: @unchecked Sendable {   // storage behind `lock`
     static let slots = 512            // 10 s of 20 ms packets: recognition may take a while
     static let slotBytes = 1500
-    private let lock = Mutex(Indices())
+    private let lock = PThreadLocked(Indices())
     private let storage = UnsafeMutableRawBufferPointer.allocate(byteCount: slots * slotBytes, alignment: 8)
     private let lengths = UnsafeMutableBufferPointer<Int>.allocate(capacity: slots)
     /// Set once, before the first packet (the thread's wake-up).
