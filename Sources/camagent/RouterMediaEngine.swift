@@ -60,7 +60,8 @@ struct RouterMediaEngine: SessionMediaEngine {
     var counters: ForwardingCounters {
         let c = router.counters
         return ForwardingCounters(packetsForwarded: c.packetsForwarded, bytesForwarded: c.bytesForwarded,
-                                  packetsDropped: c.packetsDropped)
+                                  packetsDropped: c.packetsDropped, packetsNacked: c.packetsNacked,
+                                  packetsRecovered: c.packetsRecovered)
     }
 
     private static func mediaError(_ error: RoutingError) -> MediaEngineError {

@@ -100,22 +100,61 @@ struct ForwardedFramesTests {
         #expect(try rig.sent().count == 2)
     }
 
-    @Test func aLostPacketHoldsFramesBackUntilTheNextKeyframe() throws {
+    static func nacks(_ feedback: [RTCPPacket]) -> [UInt16] {
+        feedback.flatMap { packet -> [UInt16] in
+            if case .nack(_, let media, let lost) = packet, media == publisherSSRC { return lost }
+            return []
+        }
+    }
+
+    static func asksForKeyframe(_ feedback: [RTCPPacket]) -> Bool {
+        feedback.contains { if case .pictureLossIndication(_, let media) = $0 { media == publisherSSRC } else { false } }
+    }
+
+    @Test func aLostPacketIsAskedForAgainAndItsResendCompletesTheFrame() throws {
+        let rig = Rig()
+        _ = rig.feed(Self.frame(seq: 100, ts: 0, count: 2, keyframe: true), now: 10)
+        #expect(try rig.sent().count == 2)
+        var lossy = Self.frame(seq: 102, ts: 3000, count: 3, keyframe: false)
+        let lost = lossy.remove(at: 1)   // 103 does not come
+        let following = Self.frame(seq: 105, ts: 6000, count: 2, keyframe: false)
+        let feedback = rig.feed(lossy + following, now: 10.05)
+        #expect(Self.nacks(feedback) == [103])
+        // The frame after the gap waits too: subscribers get frames in order.
+        #expect(try rig.sent().isEmpty)
+        let afterResend = rig.feed([lost], now: 10.1)
+        let out = try rig.sent()
+        var whole = Self.frame(seq: 102, ts: 3000, count: 3, keyframe: false) + following
+        whole = whole.map { Array($0[12...]) }
+        #expect(out.map { Array($0.payload) } == whole)
+        #expect(out.map(\.header.marker) == [false, false, true, false, true])
+        #expect(!Self.asksForKeyframe(feedback + afterResend))
+        #expect(rig.frames.packetsNacked.load(ordering: .relaxed) == 1)
+        #expect(rig.frames.packetsRecovered.load(ordering: .relaxed) == 1)
+        #expect(rig.frames.packetsDropped.load(ordering: .relaxed) == 0)
+    }
+
+    @Test func aPacketLostForGoodHoldsFramesBackUntilTheNextKeyframe() throws {
         let rig = Rig()
         _ = rig.feed(Self.frame(seq: 100, ts: 0, count: 2, keyframe: true))
         #expect(try rig.sent().count == 2)
         var lossy = Self.frame(seq: 102, ts: 3000, count: 3, keyframe: false)
-        lossy.remove(at: 1)   // a packet of the frame is lost
+        lossy.remove(at: 1)   // 103 is lost, and never sent again
         let feedback = rig.feed(lossy, now: 20)
+        #expect(Self.nacks(feedback) == [103])
+        #expect(!Self.asksForKeyframe(feedback))
+        // A second later (past the wait bound) the frame is given up, and a keyframe asked for.
         let next = rig.feed(Self.frame(seq: 105, ts: 6000, count: 2, keyframe: false), now: 21)
         #expect(try rig.sent().isEmpty)
-        #expect(feedback.contains { if case .pictureLossIndication = $0 { true } else { false } })
-        #expect(next.contains { if case .pictureLossIndication = $0 { true } else { false } })
+        #expect(Self.asksForKeyframe(next))
         _ = rig.feed(Self.frame(seq: 107, ts: 9000, count: 2, keyframe: true), now: 22)
         let out = try rig.sent()
         #expect(out.count == 2)
         // The subscriber's own numbering has no gap where the publisher's had one.
         #expect(out[1].header.sequenceNumber == out[0].header.sequenceNumber &+ 1)
+        // 102 and 104 (the broken frame's rest), 105 and 106 (no keyframe before them).
+        #expect(rig.frames.packetsDropped.load(ordering: .relaxed) == 4)
+        #expect(rig.frames.packetsRecovered.load(ordering: .relaxed) == 0)
     }
 
     @Test func videoTimestampsKeepThePublishersSpacing() throws {

@@ -48,3 +48,13 @@ struct PayloadBatch {
         return body(bytes[start..<ends[index]])
     }
 }
+
+/// The router gathers a publisher's frames into a batch, payloads as they came.
+extension PayloadBatch: FrameAssembly {
+    mutating func beginFrame() { removeAll() }
+
+    mutating func add(_ payload: ArraySlice<UInt8>) -> Bool {
+        append(payload: payload)
+        return true
+    }
+}

@@ -66,6 +66,9 @@ public struct RoutingCounters: Sendable, Hashable {
     public var bytesForwarded: UInt64 = 0
     /// Received packets no subscriber got (incomplete frames, frames before a keyframe, unreadable).
     public var packetsDropped: UInt64 = 0
+    /// Publisher packets found missing and asked for again (NACK), and those of them that came.
+    public var packetsNacked: UInt64 = 0
+    public var packetsRecovered: UInt64 = 0
 
     public init() {}
 
@@ -75,6 +78,8 @@ public struct RoutingCounters: Sendable, Hashable {
         sum.packetsForwarded = a.packetsForwarded + b.packetsForwarded
         sum.bytesForwarded = a.bytesForwarded + b.bytesForwarded
         sum.packetsDropped = a.packetsDropped + b.packetsDropped
+        sum.packetsNacked = a.packetsNacked + b.packetsNacked
+        sum.packetsRecovered = a.packetsRecovered + b.packetsRecovered
         return sum
     }
 }

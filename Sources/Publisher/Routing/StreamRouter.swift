@@ -37,6 +37,8 @@ public final class StreamRouter: Sendable {
             c.packetsForwarded = frames.packetsForwarded.load(ordering: .relaxed)
             c.bytesForwarded = frames.bytesForwarded.load(ordering: .relaxed)
             c.packetsDropped = frames.packetsDropped.load(ordering: .relaxed)
+            c.packetsNacked = frames.packetsNacked.load(ordering: .relaxed)
+            c.packetsRecovered = frames.packetsRecovered.load(ordering: .relaxed)
             return c
         }
     }

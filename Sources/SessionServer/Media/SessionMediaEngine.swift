@@ -39,11 +39,17 @@ public struct ForwardingCounters: Sendable {
     public var packetsForwarded: UInt64
     public var bytesForwarded: UInt64
     public var packetsDropped: UInt64
+    /// Publisher packets the engine found missing and asked for again (NACK), and those that came.
+    public var packetsNacked: UInt64
+    public var packetsRecovered: UInt64
 
-    public init(packetsForwarded: UInt64 = 0, bytesForwarded: UInt64 = 0, packetsDropped: UInt64 = 0) {
+    public init(packetsForwarded: UInt64 = 0, bytesForwarded: UInt64 = 0, packetsDropped: UInt64 = 0,
+                packetsNacked: UInt64 = 0, packetsRecovered: UInt64 = 0) {
         self.packetsForwarded = packetsForwarded
         self.bytesForwarded = bytesForwarded
         self.packetsDropped = packetsDropped
+        self.packetsNacked = packetsNacked
+        self.packetsRecovered = packetsRecovered
     }
 }
 

@@ -15,6 +15,8 @@ enum RouterMetrics {
         metric("camagent_router_forwarded_packets_total", "counter", "RTP and RTCP packets the media engine forwarded.", String(forwarding.packetsForwarded))
         metric("camagent_router_forwarded_bytes_total", "counter", "Bytes the media engine forwarded.", String(forwarding.bytesForwarded))
         metric("camagent_router_dropped_packets_total", "counter", "Packets the media engine dropped instead of forwarding.", String(forwarding.packetsDropped))
+        metric("camagent_router_nacked_packets_total", "counter", "Publisher packets found missing and asked for again (NACK).", String(forwarding.packetsNacked))
+        metric("camagent_router_recovered_packets_total", "counter", "Publisher packets asked for again that then came.", String(forwarding.packetsRecovered))
         metric("camagent_router_captioned_streams", "gauge", "Streams whose audio is being captioned.", String(captions.captionedStreams))
         metric("camagent_router_captions_partial_total", "counter", "Partial captions (isFinal false) recognised.", String(captions.partials))
         metric("camagent_router_captions_final_total", "counter", "Final captions recognised (one per utterance).", String(captions.finals))

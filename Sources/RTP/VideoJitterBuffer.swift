@@ -1,50 +1,56 @@
-import RTP
-
-/// Where a subscriber's video packets wait to become whole frames: it puts
-/// them back in order, asks for the missing ones again (NACK), waits for
-/// them within a bound, and when one is lost for good drops what depends on
-/// it and waits for a keyframe (asking for one: PLI).
+/// Where received video packets wait to become whole frames: it puts them
+/// back in order, asks for the missing ones again (NACK), waits for them
+/// within a bound, and when one is lost for good drops what depends on it and
+/// waits for a keyframe (asking for one: PLI). The subscriber decodes what
+/// comes out; the router forwards it, packet payloads as they came.
 ///
 /// Runs on the connection's thread. Packets are copied into slots allocated
-/// once; a frame is assembled into a buffer the caller keeps, so nothing is
-/// allocated per packet or per frame in steady state (the missing list grows
-/// only under loss).
-struct VideoJitterBuffer {
-    enum Codec: Sendable { case vp8, h264 }
+/// once; a frame is assembled into storage the caller keeps (a
+/// `FrameAssembly`), so nothing is allocated per packet or per frame in
+/// steady state (the missing list grows only under loss).
+package struct VideoJitterBuffer {
+    package enum Codec: Sendable { case vp8, h264 }
 
-    struct Settings: Sendable {
+    package struct Settings: Sendable {
         /// Packets held: about a second of 720p video at 2 Mbit/s.
-        var capacity = 1024
+        package var capacity = 1024
         /// How long a missing packet is waited for before the frames that
         /// need it are given up. Retransmissions on loopback or a LAN take
         /// a round trip or two.
-        var maxWait = 0.3
+        package var maxWait = 0.3
         /// Between two NACKs of the same packet.
-        var nackInterval = 0.04
-        var maxNackTries = 6
+        package var nackInterval = 0.04
+        package var maxNackTries = 6
         /// Between two keyframe requests.
-        var pliInterval = 0.5
+        package var pliInterval = 0.5
+
+        package init() {}
     }
 
-    struct Counters: Sendable, Equatable {
-        var packets: UInt64 = 0
-        var duplicates: UInt64 = 0
-        var late: UInt64 = 0
-        var nacked: UInt64 = 0
-        var recovered: UInt64 = 0
-        var framesAssembled: UInt64 = 0
+    package struct Counters: Sendable, Equatable {
+        package var packets: UInt64 = 0
+        package var duplicates: UInt64 = 0
+        package var late: UInt64 = 0
+        package var nacked: UInt64 = 0
+        package var recovered: UInt64 = 0
+        package var framesAssembled: UInt64 = 0
         /// Frames given up: a packet never came, or they waited for a keyframe.
-        var framesDropped: UInt64 = 0
-        var keyframeRequests: UInt64 = 0
+        package var framesDropped: UInt64 = 0
+        package var keyframeRequests: UInt64 = 0
+        /// Packets held and then never handed on: the rest of a frame given
+        /// up, frames skipped while waiting for a keyframe. (Late and
+        /// duplicate packets are counted above, and never held.)
+        package var discarded: UInt64 = 0
+
+        package init() {}
     }
 
-    /// A whole frame, in `frameBytes` (the codec's bitstream: VP8 data, or
-    /// H.264 in Annex B).
-    struct Frame: Sendable, Equatable {
-        var timestamp: UInt32
-        var isKeyframe: Bool
-        var firstSequence: Int64
-        var lastSequence: Int64
+    /// A whole frame, whose payloads went to the caller's `FrameAssembly`.
+    package struct Frame: Sendable, Equatable {
+        package var timestamp: UInt32
+        package var isKeyframe: Bool
+        package var firstSequence: Int64
+        package var lastSequence: Int64
     }
 
     private struct Slot {
@@ -64,8 +70,8 @@ struct VideoJitterBuffer {
         var tries: Int
     }
 
-    let codec: Codec
-    let settings: Settings
+    package let codec: Codec
+    package let settings: Settings
     private var slots: [Slot]
     /// The extended sequence number of the first packet not yet assembled or given up.
     private var next: Int64?
@@ -73,11 +79,11 @@ struct VideoJitterBuffer {
     private var missing: [Missing] = []
     private var lastPLI = -Double.infinity
     private var lastFrameTimestamp: UInt32?
-    private(set) var waitingForKeyframe = true
-    private(set) var counters = Counters()
+    package private(set) var waitingForKeyframe = true
+    package private(set) var counters = Counters()
     private let depacketizer = H264Depacketizer()
 
-    init(codec: Codec, settings: Settings = Settings()) {
+    package init(codec: Codec, settings: Settings = Settings()) {
         self.codec = codec
         self.settings = settings
         var slot = Slot()
@@ -97,7 +103,7 @@ struct VideoJitterBuffer {
 
     /// Files one packet. `feedback` gets what to send back now: NACKs for
     /// packets that went missing, a PLI when a keyframe is needed.
-    mutating func insert(_ packet: RTPPacketView, bytes: ArraySlice<UInt8>, now: Double,
+    package mutating func insert(_ packet: RTPPacketView, bytes: ArraySlice<UInt8>, now: Double,
                          feedback: inout FeedbackRequests) {
         counters.packets += 1
         let sequence = extend(packet.sequenceNumber)
@@ -150,9 +156,20 @@ struct VideoJitterBuffer {
         collectNacks(now: now, feedback: &feedback)
     }
 
-    /// The next whole frame, in order, assembled into `frameBytes`; nil when
-    /// none is ready. Gives up frames whose packets waited past the bound.
-    mutating func nextFrame(into frameBytes: inout [UInt8], now: Double, feedback: inout FeedbackRequests) -> Frame? {
+    /// The next whole frame, in order, as the codec's bitstream in
+    /// `frameBytes` (VP8 data, or H.264 in Annex B); nil when none is ready.
+    package mutating func nextFrame(into frameBytes: inout [UInt8], now: Double,
+                                    feedback: inout FeedbackRequests) -> Frame? {
+        var bitstream = Bitstream(codec: codec, depacketizer: depacketizer)
+        swap(&bitstream.bytes, &frameBytes)   // the caller's buffer, without a copy
+        defer { swap(&bitstream.bytes, &frameBytes) }
+        return nextFrame(into: &bitstream, now: now, feedback: &feedback)
+    }
+
+    /// The next whole frame, in order, its payloads given to `assembly`; nil
+    /// when none is ready. Gives up frames whose packets waited past the bound.
+    package mutating func nextFrame<Assembly: FrameAssembly>(into assembly: inout Assembly, now: Double,
+                                                             feedback: inout FeedbackRequests) -> Frame? {
         guard next != nil else { return nil }
         if waitingForKeyframe { seekKeyframe() }
         while let first = next, first <= highest {
@@ -189,19 +206,20 @@ struct VideoJitterBuffer {
             }
             let isKeyframe = slot(first).startsKeyframe
             if waitingForKeyframe && !isKeyframe {
-                next = last + 1
+                discard(upTo: last + 1)
                 counters.framesDropped += 1
                 continue
             }
-            frameBytes.removeAll(keepingCapacity: true)
+            assembly.beginFrame()
             var broken = false
-            for sequence in first...last where !append(slot(sequence).payload[...], to: &frameBytes) { broken = true }
-            next = last + 1
+            for sequence in first...last where !assembly.add(slot(sequence).payload[...]) { broken = true }
             lastFrameTimestamp = timestamp
             if broken {
+                discard(upTo: last + 1)
                 giveUp(now: now, feedback: &feedback)
                 continue
             }
+            next = last + 1
             waitingForKeyframe = false
             counters.framesAssembled += 1
             return Frame(timestamp: timestamp, isKeyframe: isKeyframe, firstSequence: first, lastSequence: last)
@@ -210,13 +228,13 @@ struct VideoJitterBuffer {
     }
 
     /// The decoder could not use a frame: what follows needs a keyframe.
-    mutating func decodeFailed(now: Double, feedback: inout FeedbackRequests) {
+    package mutating func decodeFailed(now: Double, feedback: inout FeedbackRequests) {
         waitingForKeyframe = true
         requestKeyframe(now: now, feedback: &feedback)
     }
 
     /// Sequences still missing and not yet given up (for tests and stats).
-    var missingSequences: [Int64] { missing.map(\.sequence) }
+    package var missingSequences: [Int64] { missing.map(\.sequence) }
 
     // MARK: Inside
 
@@ -237,16 +255,14 @@ struct VideoJitterBuffer {
         }
     }
 
-    private func append(_ payload: ArraySlice<UInt8>, to out: inout [UInt8]) -> Bool {
-        switch codec {
-        case .vp8:
-            guard let descriptor = try? VP8PayloadDescriptor(parsing: payload) else { return false }
-            out.append(contentsOf: payload.dropFirst(descriptor.headerSize))
-            return true
-        case .h264:
-            do { try depacketizer.append(payload, to: &out) } catch { return false }
-            return true
+    /// Moves `next` to `end`, counting the packets held before it as discarded.
+    private mutating func discard(upTo end: Int64) {
+        guard let first = next, end > first else { return }
+        // Past `capacity` packets every slot has been reused: look at each slot once.
+        for sequence in max(first, end - Int64(settings.capacity))..<end where present(sequence) {
+            counters.discarded += 1
         }
+        next = end
     }
 
     /// A packet is lost for good: drop the frames that need it, ask for a keyframe.
@@ -264,14 +280,14 @@ struct VideoJitterBuffer {
         var sequence = first
         while sequence <= highest {
             if present(sequence), slot(sequence).startsKeyframe, startsFrameForKeyframe(sequence) {
-                next = sequence
+                discard(upTo: sequence)
                 missing.removeAll { $0.sequence < sequence }
                 return
             }
             if present(sequence), startsFrame(at: sequence) { counters.framesDropped += 1 }   // skipped: not decodable
             sequence += 1
         }
-        next = highest + 1
+        discard(upTo: highest + 1)
         missing.removeAll(keepingCapacity: true)
     }
 
@@ -286,7 +302,7 @@ struct VideoJitterBuffer {
     }
 
     private mutating func restart(at sequence: Int64, now: Double, feedback: inout FeedbackRequests) {
-        next = sequence
+        discard(upTo: sequence)
         missing.removeAll(keepingCapacity: true)
         counters.framesDropped += 1
         waitingForKeyframe = true
@@ -323,17 +339,17 @@ struct VideoJitterBuffer {
 /// What the receive path asks of the sender after a packet: sequence numbers
 /// to resend, a keyframe. Kept by the caller and emptied, so asking allocates
 /// nothing while nothing is lost.
-struct FeedbackRequests {
-    private(set) var nacks: [UInt16] = []
-    var keyframe = false
+package struct FeedbackRequests {
+    package private(set) var nacks: [UInt16] = []
+    package var keyframe = false
 
-    init() { nacks.reserveCapacity(64) }
+    package init() { nacks.reserveCapacity(64) }
 
     mutating func nack(_ sequence: UInt16) { nacks.append(sequence) }
 
-    var isEmpty: Bool { nacks.isEmpty && !keyframe }
+    package var isEmpty: Bool { nacks.isEmpty && !keyframe }
 
-    mutating func clear() {
+    package mutating func clear() {
         nacks.removeAll(keepingCapacity: true)
         keyframe = false
     }

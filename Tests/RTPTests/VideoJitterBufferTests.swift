@@ -1,6 +1,5 @@
-import RTP
 import Testing
-@testable import Subscriber
+@testable import RTP
 
 /// RTP packets of a VP8 stream, as the publisher's payloader makes them:
 /// a one-byte descriptor (S bit on a frame's first packet), then VP8 data
@@ -137,19 +136,5 @@ struct VideoJitterBufferTests {
         feed(2, ts: 3000, marker: false, first: true, now: 0.03)
         feed(3, ts: 6000, marker: true, first: true, now: 0.06)   // no marker on 2, nothing missing
         #expect(frames.count == 3)
-    }
-}
-
-@Suite("AudioPlayout")
-struct AudioPlayoutTests {
-    @Test("in order, a gap concealed, late and duplicate packets, a wrap, an outage not concealed")
-    func decisions() {
-        var playout = AudioPlayout()
-        #expect(playout.arrange(sequence: 65533) == .play(concealing: 0))
-        #expect(playout.arrange(sequence: 65534) == .play(concealing: 0))
-        #expect(playout.arrange(sequence: 1) == .play(concealing: 2))   // 65535 and 0 lost, across the wrap
-        #expect(playout.arrange(sequence: 0) == .late)
-        #expect(playout.arrange(sequence: 1) == .duplicate)
-        #expect(playout.arrange(sequence: 500) == .play(concealing: 0), "an outage is not concealed")
     }
 }
