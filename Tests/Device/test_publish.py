@@ -268,7 +268,7 @@ def test_full_range_mjpeg_keeps_its_colour(receiver, tmp_path):
     summary = receiver.stop()
     assert code == 0, pub.log()
     track = video_track(summary)
-    assert track["frames"] > 30, track
+    assert track["frames"] > 30, (track, pub.events[-3:], pub.log(), receiver.log())
     rgb = track["centreRGB"]
     assert rgb and all(abs(a - b) <= tolerance for a, b in zip(rgb, expected)), (rgb, expected)
 
