@@ -130,6 +130,19 @@ def reload_vivid_now(vivid):
     wait_for(lambda: os.path.exists(vivid), 30, f"{vivid} back after reload")
 
 
+def reload_loopback(*nodes):
+    """Loads v4l2loopback afresh and waits for `nodes`: v4l2loopback 0.12.7 keeps
+    showing a capture side (and the old format) after a writer leaves, and the next
+    writer then fails (ffmpeg: VIDIOC_G_FMT: Invalid argument)."""
+    opts = os.environ.get("CAMAGENT_LOOPBACK_MODPROBE_OPTS", "").split()
+    for _ in range(50):
+        if subprocess.run(["modprobe", "-r", "v4l2loopback"], capture_output=True).returncode == 0:
+            break
+        time.sleep(0.2)
+    tool(["modprobe", "v4l2loopback"] + opts)
+    wait_for(lambda: all(os.path.exists(n) for n in nodes), 30, "loopback nodes")
+
+
 def wait_for(predicate, timeout, what):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

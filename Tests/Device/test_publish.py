@@ -29,7 +29,7 @@ import urllib.request
 
 import pytest
 
-from conftest import BIN, EXIT_DEVICE_LOST, find_control, set_control, tool, wait_for
+from conftest import BIN, EXIT_DEVICE_LOST, find_control, reload_loopback, set_control, tool, wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RECEIVER = os.path.join(ROOT, "Tests", "Publish", "whip_receiver.py")
@@ -248,17 +248,24 @@ def test_unplug_without_reconnect_exits_74_after_delete(vivid, receiver, vivid_r
     assert "lost" in pub.log() or any("lost" in json.dumps(e) for e in pub.events), pub.log()
 
 
+def writer_attached(writer, node):
+    """True once a writer (ffmpeg) shows the loopback's capture side; fails at once if it died."""
+    if writer.poll() is not None:
+        raise AssertionError(f"the writer exited {writer.returncode}: {writer.stderr.read().decode(errors='replace')}")
+    return os.path.exists(node) and "Video Capture" in tool(["v4l2-ctl", "-d", node, "--info"], check=False).stdout
+
+
 def test_full_range_mjpeg_keeps_its_colour(receiver, tmp_path):
     # A flat patch RGB(200, 60, 40): sent as full range unconverted it would
     # arrive near (212, 52, 30) (BT.601, computed), past the tolerance.
     expected, tolerance = (200, 60, 40), 6
+    reload_loopback(LOOP2)
     writer = subprocess.Popen(["ffmpeg", "-v", "error", "-re", "-f", "lavfi", "-i",
                                "color=c=0xC83C28:s=640x480:r=15", "-c:v", "mjpeg", "-q:v", "2",
                                "-pix_fmt", "yuvj422p", "-f", "v4l2", LOOP2],
                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        wait_for(lambda: os.path.exists(LOOP2) and "Video Capture" in tool(
-            ["v4l2-ctl", "-d", LOOP2, "--info"], check=False).stdout, 60, "ffmpeg to attach to the loopback")
+        wait_for(lambda: writer_attached(writer, LOOP2), 60, "ffmpeg to attach to the loopback")
         pub = Publisher(["--device", LOOP2, "--format", "mjpeg", "--audio", "none", "--whip", receiver.url,
                          "--duration", "12"], tmp_path)
         code = pub.finish(timeout=120)
@@ -268,7 +275,8 @@ def test_full_range_mjpeg_keeps_its_colour(receiver, tmp_path):
     summary = receiver.stop()
     assert code == 0, pub.log()
     track = video_track(summary)
-    assert track["frames"] > 30, (track, pub.events[-3:], pub.log(), receiver.log())
+    assert track["frames"] > 30, "\n".join([json.dumps(track), *map(json.dumps, pub.events[-3:]),
+                                             "camagent:", pub.log(), "receiver:", receiver.log()])
     rgb = track["centreRGB"]
     assert rgb and all(abs(a - b) <= tolerance for a, b in zip(rgb, expected)), (rgb, expected)
 

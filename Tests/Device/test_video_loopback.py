@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import EXIT_NOT_CAPTURE, EXIT_TIMEOUT, BIN, last_json, run, tool, wait_for
+from conftest import EXIT_NOT_CAPTURE, EXIT_TIMEOUT, BIN, last_json, reload_loopback, run, tool, wait_for
 from pattern import decode_counter, psnr, read_y4m
 
 LOOP = os.environ.get("CAMAGENT_LOOPBACK", "/dev/video10")
@@ -16,15 +16,8 @@ LOOP2 = os.environ.get("CAMAGENT_LOOPBACK_2", "/dev/video11")
 
 @pytest.fixture(autouse=True)
 def fresh_loopback():
-    """Each test starts from freshly loaded loopback devices: v4l2loopback 0.12.7
-    keeps showing a capture side (and the old format) after a writer leaves."""
-    opts = os.environ.get("CAMAGENT_LOOPBACK_MODPROBE_OPTS", "").split()
-    for _ in range(50):
-        if subprocess.run(["modprobe", "-r", "v4l2loopback"], capture_output=True).returncode == 0:
-            break
-        time.sleep(0.2)
-    tool(["modprobe", "v4l2loopback"] + opts)
-    wait_for(lambda: os.path.exists(LOOP) and os.path.exists(LOOP2), 30, "loopback nodes")
+    """Each test starts from freshly loaded loopback devices."""
+    reload_loopback(LOOP, LOOP2)
     yield
 
 
