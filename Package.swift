@@ -133,13 +133,13 @@ let package = Package(
         // What OpenSSL's callers share: its error queue as text.
         .target(name: "OpenSSLSupport", dependencies: ["COpenSSL"]),
         // DTLS-SRTP: the DTLS 1.2 handshake (OpenSSL) and SRTP/SRTCP sessions (libsrtp2).
-        .target(name: "SecureTransport", dependencies: ["CSRTP", "COpenSSL", "OpenSSLSupport"]),
+        .target(name: "SecureTransport", dependencies: ["MediaTypes", "CSRTP", "COpenSSL", "OpenSSLSupport"]),
         // Video and audio encoders for the publisher: VP8 (libvpx), H.264 (OpenH264), Opus (libopus).
         .target(name: "Encoders", dependencies: ["MediaTypes", "CVPX", "COpenH264", "COpus", "CYUV"]),
         // WHIP (RFC 9725): a small blocking HTTP/1.1 client over POSIX sockets, TLS by OpenSSL.
         .target(
             name: "WHIP",
-            dependencies: ["COpenSSL", "OpenSSLSupport", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["MediaTypes", "COpenSSL", "OpenSSLSupport", .product(name: "Logging", package: "swift-log")]
         ),
         // The WebRTC publisher: encoders → RTP → pacer → SRTP over ICE, WHIP signaling, stats.
         .target(
@@ -167,7 +167,7 @@ let package = Package(
         .target(
             name: "ViewerServer",
             dependencies: [
-                "HTTPLimits",
+                "HTTPLimits", "MediaTypes",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
@@ -178,7 +178,7 @@ let package = Package(
         .target(
             name: "SessionServer",
             dependencies: [
-                "HTTPLimits",
+                "HTTPLimits", "MediaTypes",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "JWTKit", package: "jwt-kit"),

@@ -1,4 +1,3 @@
-import Synchronization
 
 /// Where audio meets the rest of the agent (OpenTok's audio bus): the capture
 /// side writes 10 ms chunks to the consumer; the render side reads 10 ms
@@ -8,7 +7,7 @@ import Synchronization
 public final class AudioBus: Sendable {
     /// The render queue: `capacity` chunks of `chunkSamples` samples.
     private final class Ring: @unchecked Sendable {  // every field below is guarded by `lock`
-        let lock = Mutex(())
+        let lock = PThreadLocked(())
         let storage: UnsafeMutableBufferPointer<Int16>
         let chunkSamples: Int
         let capacity: Int
@@ -26,7 +25,7 @@ public final class AudioBus: Sendable {
         deinit { storage.deallocate() }
     }
 
-    private let consumer = Mutex<(any AudioCaptureConsumer)?>(nil)
+    private let consumer = PThreadLocked<(any AudioCaptureConsumer)?>(nil)
     private let render: Ring
 
     /// A bus whose render queue holds up to `renderChunks` chunks of `renderFormat`.

@@ -1,4 +1,3 @@
-import Synchronization
 
 /// Statistics shared between the capture thread (writer) and everyone else (readers).
 public final class CaptureStatisticsRecorder: Sendable {
@@ -7,7 +6,7 @@ public final class CaptureStatisticsRecorder: Sendable {
         var latency = LatencySamples()
         var rate = RateMeter()
     }
-    private let state = Mutex(State())
+    private let state = PThreadLocked(State())
 
     public init() {}
 

@@ -2,14 +2,15 @@
 import Glibc
 #endif
 
-/// A value behind a pthread mutex, with `Mutex`'s `withLock`.
+/// A value behind a pthread mutex, with `Mutex`'s `withLock`: the project's lock.
 ///
-/// `Synchronization.Mutex` is what the project uses; this is for state that
-/// threads really contend for. Under contention Mutex waits on a futex inside
-/// the Swift runtime, which ThreadSanitizer cannot see, so it reports the
-/// data the lock guards as racing (shown with a 20-line program that only
-/// touches a Mutex's value inside `withLock`). ThreadSanitizer intercepts
-/// pthread's lock and unlock, so a pthread mutex keeps its reports true.
+/// Why not `Synchronization.Mutex`: under contention it waits on a futex
+/// inside the Swift runtime, which ThreadSanitizer cannot see, so it reports
+/// the data the lock guards as racing (shown with a 20-line program that only
+/// touches a Mutex's value inside `withLock`, and seen in CI on three locks).
+/// ThreadSanitizer intercepts pthread's lock and unlock, so with this lock its
+/// reports stay true and the sanitizer stage can fail on them. `Atomic` is
+/// still used for single values.
 package final class PThreadLocked<Value>: @unchecked Sendable {   // `value` only under `mutex`
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
     private var value: Value

@@ -3,7 +3,6 @@ import Logging
 import MediaTypes
 import PixelConversion
 import RTP
-import Synchronization
 
 /// Encodes captured video once for every connection, on an encoder thread
 /// of its own, and only while someone receives video. The capture thread
@@ -34,12 +33,12 @@ final class VideoPipeline: VideoCaptureConsumer, @unchecked Sendable {   // enco
     private let onError: @Sendable (PublisherError) -> Void
     private let onCaptureEvent: @Sendable (CaptureEvent) -> Void
     /// What the answer sets; read on every frame.
-    private let control = Mutex<(codec: VideoCodec, framesPerSecond: Double)>((.vp8, 30))
-    private let counters = Mutex(Counts())
+    private let control = PThreadLocked<(codec: VideoCodec, framesPerSecond: Double)>((.vp8, 30))
+    private let counters = PThreadLocked(Counts())
     /// The capture thread's newest frame, waiting for the encoder.
-    private let slot = Mutex<VideoFrame?>(nil)
+    private let slot = PThreadLocked<VideoFrame?>(nil)
     private let signal = StopSignal()
-    private let thread = Mutex<StoppableThread?>(nil)
+    private let thread = PThreadLocked<StoppableThread?>(nil)
 
     // Encoder-thread state.
     private var vp8: VP8Encoder?
@@ -217,7 +216,7 @@ final class AudioPipeline: AudioCaptureConsumer, @unchecked Sendable {   // enco
     private let onError: @Sendable (PublisherError) -> Void
     /// The microphone's loss and return (with reconnection on), as publisher events.
     private let onDeviceEvent: @Sendable (PublisherEvent) -> Void
-    private let failed = Mutex(false)
+    private let failed = PThreadLocked(false)
     private var payloader = OpusPayloader()
     private var batch = PayloadBatch()
     private let frame: UnsafeMutableBufferPointer<Int16>

@@ -4,7 +4,6 @@ import Logging
 import MediaTypes
 import SDP
 import SecureTransport
-import Synchronization
 
 /// A WebRTC publisher in the shape of OpenTok's Publisher: a video capture
 /// and an audio device plugged in, encoded once and sent to a WHIP server
@@ -21,7 +20,7 @@ import Synchronization
 /// good ends the publisher with that error, after a clean WHIP DELETE.
 public final class Publisher: @unchecked Sendable {   // mutable state behind `control`
     public let settings: PublisherSettings
-    private let videoCapture: Mutex<(any VideoCapture)?>
+    private let videoCapture: PThreadLocked<(any VideoCapture)?>
     private let audio: (any AudioDevice)?
     private let signaling: (any PublisherSignaling)?
     private let logger: Logger
@@ -52,13 +51,13 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
         var videoDeviceLost = false
         var lastStats: (time: MonotonicTimestamp, video: (UInt64, UInt64), audio: (UInt64, UInt64), encoded: UInt64)?
     }
-    private let control = Mutex(Control())
+    private let control = PThreadLocked(Control())
 
     public init(settings: PublisherSettings, videoCapture: (any VideoCapture)?, audioDevice: (any AudioDevice)?,
                 signaling: (any PublisherSignaling)?, logger: Logger,
                 onEvent: @escaping @Sendable (PublisherEvent) -> Void = { _ in }) throws(PublisherError) {
         self.settings = settings
-        self.videoCapture = Mutex(settings.videoTrack ? videoCapture : nil)
+        self.videoCapture = PThreadLocked(settings.videoTrack ? videoCapture : nil)
         let video = settings.videoTrack ? videoCapture : nil
         audio = settings.audioTrack ? audioDevice : nil
         self.signaling = signaling

@@ -28,10 +28,10 @@ final class ViewerSessions: Sendable {
         let wanted: WantedKinds
         /// Audio fallback's state, and the report count it last looked at.
         /// The counts at the previous decision: reports, packets sent, packets NACKed.
-        let fallback = Mutex<(policy: AudioFallback, reports: UInt64, sent: UInt64, nacked: UInt64)>((AudioFallback(), 0, 0, 0))
+        let fallback = PThreadLocked<(policy: AudioFallback, reports: UInt64, sent: UInt64, nacked: UInt64)>((AudioFallback(), 0, 0, 0))
         /// Bytes and frames per kind at the previous stats call, for bitrates.
-        let previous = Mutex<(time: MonotonicTimestamp, counts: [MediaKind: (UInt64, UInt64)])?>(nil)
-        let joined = Mutex(false)
+        let previous = PThreadLocked<(time: MonotonicTimestamp, counts: [MediaKind: (UInt64, UInt64)])?>(nil)
+        let joined = PThreadLocked(false)
 
         init(id: String, media: MediaSenders, transport: PeerTransport, codecs: [MediaKind: String],
              wanted: WantedKinds) {
@@ -49,14 +49,14 @@ final class ViewerSessions: Sendable {
     private let settings: PublisherSettings
     private let logger: Logger
     private let onEvent: @Sendable (PublisherEvent) -> Void
-    private let sessions = Mutex<[String: Session]>([:])
+    private let sessions = PThreadLocked<[String: Session]>([:])
     /// settings.audioFallback, until the publisher turns it off.
     private let audioFallback: Atomic<Bool>
     /// Places taken under the viewer limit: from admission (before the
     /// answer is made) until the viewer is closed. Checked and taken in one
     /// critical section, so concurrent offers cannot all pass the check.
-    private let places = Mutex(0)
-    private let reaper = Mutex<StoppableThread?>(nil)
+    private let places = PThreadLocked(0)
+    private let reaper = PThreadLocked<StoppableThread?>(nil)
     /// Stops the reaper; viewers' transports signal its event when their phase changes.
     private let reaperSignal = StopSignal()
     private var wake: WakeEvent { reaperSignal.event }
@@ -348,6 +348,6 @@ extension StreamStats {
 /// What a viewer wants sent, shared by its session and its transport's
 /// phase callback (which starts sending once connected).
 private final class WantedKinds: Sendable {
-    let kinds: Mutex<Set<MediaKind>>
-    init(_ kinds: Set<MediaKind>) { self.kinds = Mutex(kinds) }
+    let kinds: PThreadLocked<Set<MediaKind>>
+    init(_ kinds: Set<MediaKind>) { self.kinds = PThreadLocked(kinds) }
 }

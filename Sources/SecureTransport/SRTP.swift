@@ -1,5 +1,5 @@
 internal import CSRTP
-import Synchronization
+import MediaTypes
 
 /// The SRTP protection profiles camagent negotiates in DTLS (RFC 5764,
 /// RFC 7714), with their DTLS-SRTP profile numbers.
@@ -67,7 +67,7 @@ public final class SRTPSession: @unchecked Sendable {
 
     private let session: srtp_t
     /// libsrtp2 sessions are not thread-safe; one lock per session.
-    private let lock = Mutex(())
+    private let lock = PThreadLocked(())
 
     private static let initialized: Bool = srtp_init() == srtp_err_status_ok
 

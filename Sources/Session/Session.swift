@@ -2,7 +2,6 @@ import Foundation
 import Logging
 import MediaTypes
 import Subscriber
-import Synchronization
 import WHIP
 
 /// Receives a session's events, in order, on the session's reader thread.
@@ -26,9 +25,9 @@ public final class Session: Sendable {
     private let timeout: Double
     private let allowInsecureTLS: Bool
     private let logger: Logger
-    private let state = Mutex<State>(State())
+    private let state = PThreadLocked<State>(State())
     /// The subscribers made here, to hand them what the router says about them.
-    private let subscribers = Mutex<[WeakSubscriber]>([])
+    private let subscribers = PThreadLocked<[WeakSubscriber]>([])
 
     private struct WeakSubscriber {
         weak var subscriber: Subscriber?

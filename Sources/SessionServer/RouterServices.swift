@@ -1,5 +1,5 @@
 import Logging
-import Synchronization
+import MediaTypes
 
 /// What the REST routes and the signalling connections share: the
 /// registry, the token authority, the media engine, and the checks they
@@ -14,7 +14,7 @@ struct RouterServices: Sendable {
     let captionsGate = CaptionsGate()
 
     final class CaptionsGate: Sendable {
-        let lock = Mutex(())
+        let lock = PThreadLocked(())
     }
 
     enum Requirement {

@@ -4,7 +4,7 @@ import HummingbirdCore
 import HummingbirdWebSocket
 import Logging
 import ServiceLifecycle
-import Synchronization
+import MediaTypes
 
 /// The router (`camagent router`): sessions, tokens, the REST API, the
 /// signalling WebSocket, and routed media through the `SessionMediaEngine`
@@ -17,7 +17,7 @@ public final class SessionServer: Service, Sendable {
     private let services: RouterServices
     private let logger: Logger
     private let onServerRunning: @Sendable (_ port: Int) async -> Void
-    private let port = Mutex<Int?>(nil)
+    private let port = PThreadLocked<Int?>(nil)
 
     /// - Parameters:
     ///   - secret: the HS256 key every token is checked against.

@@ -3,7 +3,6 @@ import MediaTypes
 import Publisher
 import SDP
 import SecureTransport
-import Synchronization
 import WHIP
 
 /// Receives one stream over WHEP (RFC 9725's sibling: an SDP offer POSTed,
@@ -23,7 +22,7 @@ public final class Subscriber: Sendable {
     private let media: ReceivedMedia
     private let onEvent: @Sendable (SubscriberEvent) -> Void
     private let signal = StopSignal()
-    private let control = Mutex<Control>(Control())
+    private let control = PThreadLocked<Control>(Control())
 
     private struct Control {
         var thread: StoppableThread?

@@ -3,7 +3,7 @@ import Hummingbird
 import HummingbirdCore
 import Logging
 import ServiceLifecycle
-import Synchronization
+import MediaTypes
 
 /// The embedded viewer's HTTP server: `GET /` the viewer page, WHEP
 /// (`POST /whep`, `DELETE /whep/<id>`), `GET /stats` and `GET /metrics`, all
@@ -15,7 +15,7 @@ public final class ViewerServer: Service, Sendable {
     private let cameras: [any WHEPSessionHost]
     private let logger: Logger
     private let onServerRunning: @Sendable (_ port: Int) async -> Void
-    private let port = Mutex<Int?>(nil)
+    private let port = PThreadLocked<Int?>(nil)
 
     /// One camera's server, as before several cameras.
     public convenience init(

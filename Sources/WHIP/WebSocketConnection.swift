@@ -1,5 +1,5 @@
 internal import COpenSSL
-import Synchronization
+import MediaTypes
 
 /// A WebSocket client connection (RFC 6455) on the WHIP client's blocking
 /// sockets and TLS: the router's signalling, for a `Session`. Text messages
@@ -15,7 +15,7 @@ public final class WebSocketConnection: Sendable {
 
     /// Messages larger than this end the connection (the router's own limit is 64 KiB).
     public static let maxMessageBytes = 1 << 20
-    private let stream: Mutex<Stream>
+    private let stream: PThreadLocked<Stream>
     public let url: String
 
     private final class Stream: @unchecked Sendable {   // behind the connection's lock
@@ -31,7 +31,7 @@ public final class WebSocketConnection: Sendable {
 
     private init(url: String, stream: any ByteStream, leftover: [UInt8]) {
         self.url = url
-        self.stream = Mutex(Stream(bytes: stream, buffer: leftover))
+        self.stream = PThreadLocked(Stream(bytes: stream, buffer: leftover))
     }
 
     /// Connects (ws:// or wss://, http:// and https:// taken as the same) and

@@ -1,11 +1,11 @@
 import Foundation
-import Synchronization
+import MediaTypes
 
 /// Async work awaited from a synchronous command (the commands are
 /// synchronous; jwt-kit's signing is async). Waits at most `timeout`
 /// seconds; the work runs on the concurrency pool, not on this thread.
 func blockingAwait<T: Sendable>(timeout: Double, _ work: @escaping @Sendable () async -> T) throws(BlockingAwaitTimeout) -> T {
-    let result = Mutex<T?>(nil)
+    let result = PThreadLocked<T?>(nil)
     let done = DispatchSemaphore(value: 0)
     let task = Task.detached {
         let value = await work()

@@ -4,7 +4,6 @@ import Dispatch
 import Logging
 import MediaFiles
 import MediaTypes
-import Synchronization
 import VideoSources
 
 /// `camagent capture`: capture from a camera or the test pattern, optionally
@@ -191,7 +190,7 @@ final class CaptureSink: VideoCaptureConsumer, @unchecked Sendable {  // mutable
         var outputError: String?
         var finished = false
     }
-    private let state: Mutex<State>
+    private let state: PThreadLocked<State>
     private let frameLimit: Int?
     private let done = DispatchSemaphore(value: 0)
     let outputPath: String?
@@ -205,7 +204,7 @@ final class CaptureSink: VideoCaptureConsumer, @unchecked Sendable {  // mutable
             initial.writer = try Y4MWriter(path: outputPath, width: format.width, height: format.height,
                                            framesPerSecond: format.estimatedFramesPerSecond, fullRange: fullRange)
         }
-        state = Mutex(initial)
+        state = PThreadLocked(initial)
     }
 
     func consume(_ frame: VideoFrame) {

@@ -6,7 +6,6 @@ import MediaFiles
 import MediaTypes
 import Networking
 import Publisher
-import Synchronization
 import VideoSources
 import ViewerServer
 import WHIP
@@ -252,7 +251,7 @@ struct PublishCommand: ParsableCommand {
             cameras.append(PublishedCamera(publisher: publisher, out: cameraOut, negotiated: negotiated))
         }
 
-        let stopRequested = Mutex(false)
+        let stopRequested = PThreadLocked(false)
         let signals = SignalStop { stopRequested.withLock { $0 = true } }
         defer { withExtendedLifetime(signals) {} }
         service.startWatchdog(hasCamera: captures.contains { $0 != nil })
@@ -356,7 +355,7 @@ final class RunningViewerServer: Sendable {
                       logger: Logger) throws(StartError) -> RunningViewerServer {
         let server = ViewerServer(configuration: configuration, cameras: publishers.map(PublisherViewerHost.init),
                                   logger: logger)
-        let outcome = Mutex<(failure: String?, ended: Bool)>((nil, false))
+        let outcome = PThreadLocked<(failure: String?, ended: Bool)>((nil, false))
         let ended = DispatchSemaphore(value: 0)
         let task = Task.detached {
             do { try await server.run() } catch { outcome.withLock { $0.failure = Self.explain(error) } }
@@ -416,7 +415,7 @@ final class EventPrinter: Sendable {
     /// What the cameras' printers share: the terminal's status line, and stdout one line at a time.
     private final class SharedOutput: Sendable {
         let statusLine = StatusLine()
-        let lock = Mutex(())
+        let lock = PThreadLocked(())
     }
 
     convenience init(json: Bool) { self.init(json: json, camera: nil, output: SharedOutput()) }
@@ -524,7 +523,7 @@ final class EventPrinter: Sendable {
     private struct DeviceLine: Encodable { var event = "device"; var state: String; var kind: String; var reason: String }
     private struct ViewerLine: Encodable { var event = "viewer"; var state: String; var id: String; var codec: String?; var selectedPair: String?; var reason: String? }
     private struct ServingLine: Encodable { var event = "serving"; var url: String; var whep: String; var port: Int; var token: String?; var tokenFile: String? }
-    private let viewersJoined = Mutex(0)
+    private let viewersJoined = PThreadLocked(0)
 
     /// Where to watch: the viewer page's URL (with the token, unless it lives
     /// in `tokenFile`: logs are no place for it) and the WHEP endpoint.

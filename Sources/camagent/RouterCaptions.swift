@@ -2,7 +2,7 @@ import Captions
 import Logging
 import Publisher
 import SessionServer
-import Synchronization
+import MediaTypes
 
 /// The router's live captions: one `StreamCaptioner` per captioned stream,
 /// fed by the stream's audio as the router receives it (a tap beside the
@@ -12,9 +12,9 @@ final class RouterCaptions: Sendable {
     private let router: StreamRouter
     private let recognizers: Result<WhisperRecognizerFactory, CaptionError>
     private let logger: Logger
-    private let captioners = Mutex<[String: StreamCaptioner]>([:])
+    private let captioners = PThreadLocked<[String: StreamCaptioner]>([:])
     /// What the captioners that stopped had counted.
-    private let retired = Mutex(CaptionCounters())
+    private let retired = PThreadLocked(CaptionCounters())
 
     /// Hands one stream's audio to its captioner.
     private final class Tap: RoutedAudioTap {

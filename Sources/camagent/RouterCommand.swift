@@ -4,7 +4,7 @@ import Logging
 import Publisher
 import ServiceLifecycle
 import SessionServer
-import Synchronization
+import MediaTypes
 
 /// `camagent router`: the session router (DESIGN.md "Sessions"): sessions,
 /// tokens, the REST API and WebSocket signalling, until SIGINT or SIGTERM.
@@ -105,7 +105,7 @@ struct RouterCommand: ParsableCommand {
 
         // The server runs in a ServiceGroup that turns SIGINT and SIGTERM into
         // a graceful shutdown; this thread waits for it to start, then to end.
-        let outcome = Mutex<(failure: String?, ended: Bool)>((nil, false))
+        let outcome = PThreadLocked<(failure: String?, ended: Bool)>((nil, false))
         let ended = DispatchSemaphore(value: 0)
         Task.detached {
             let group = ServiceGroup(configuration: .init(

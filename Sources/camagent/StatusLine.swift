@@ -1,11 +1,11 @@
-import Synchronization
+import MediaTypes
 #if canImport(Glibc)
 import Glibc
 #endif
 
 /// A line rewritten in place on a terminal (a plain line each time otherwise).
 final class StatusLine: Sendable {
-    private let shown = Mutex(false)
+    private let shown = PThreadLocked(false)
 
     func show(_ text: String) {
         shown.withLock { shown in

@@ -6,7 +6,6 @@ import Networking
 import Publisher
 import Session
 import Subscriber
-import Synchronization
 import WHIP
 
 /// `camagent subscribe`: receive one stream (of a router session, or from
@@ -182,7 +181,7 @@ struct SubscribeCommand: ParsableCommand {
         out.starting(streamLabel, endpoint: endpoint,
                      outputs: [videoRenderer.map { _ in "video → \(videoOut)" }, audioRenderer.map { _ in "audio → \(audioOut)" }].compactMap { $0 })
 
-        let stopRequested = Mutex(false)
+        let stopRequested = PThreadLocked(false)
         let signals = SignalStop { stopRequested.withLock { $0 = true } }
         defer { withExtendedLifetime(signals) {} }
         subscriber.start()
@@ -285,7 +284,7 @@ final class SessionWatch: SessionDelegate {
         var onVideo: (@Sendable (Bool) -> Void)?
         var onCaptions: (@Sendable (Bool) -> Void)?
     }
-    private let state = Mutex(Followed())
+    private let state = PThreadLocked(Followed())
 
     func follow(_ streamId: String, onCaptions: (@Sendable (Bool) -> Void)? = nil, onVideo: @escaping @Sendable (Bool) -> Void) {
         state.withLock { $0 = Followed(streamId: streamId, onVideo: onVideo, onCaptions: onCaptions) }

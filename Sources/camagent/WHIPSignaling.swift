@@ -1,13 +1,13 @@
 import Logging
 import Publisher
-import Synchronization
+import MediaTypes
 import WHIP
 
 /// WHIP (RFC 9725) as the publisher's signalling: POST the offer, DELETE the
 /// resource on stop. WHIP's errors become the publisher's signalling errors.
 final class WHIPSignaling: PublisherSignaling {
     private let client: WHIPClient
-    private let session = Mutex<WHIPSession?>(nil)
+    private let session = PThreadLocked<WHIPSession?>(nil)
     private let logger: Logger
 
     init(client: WHIPClient, logger: Logger) {

@@ -2,7 +2,6 @@ import Glibc
 import Encoders
 import Logging
 import MediaTypes
-import Synchronization
 import Testing
 @testable import Captions
 
@@ -82,7 +81,7 @@ private func run(_ detector: inout UtteranceDetector, _ levels: [Double]) -> [Ut
 
 /// Says how many samples it was given, so the test sees what each call covered.
 private final class CountingRecognizer: SpeechRecognizer, @unchecked Sendable {
-    let calls = Mutex<[Int]>([])
+    let calls = PThreadLocked<[Int]>([])
     func transcribe(_ samples: UnsafeBufferPointer<Float>, final: Bool) throws(CaptionError) -> String {
         calls.withLock { $0.append(samples.count) }
         return "heard \(samples.count / 1600) tenths"
@@ -127,7 +126,7 @@ private struct MissingEngine: SpeechRecognizerFactory {
 
     @Test func partialsComeBeforeOneFinalPerUtterance() throws {
         let recognizer = CountingRecognizer()
-        let captions = Mutex<[Caption]>([])
+        let captions = PThreadLocked<[Caption]>([])
         let captioner = try StreamCaptioner(streamID: "s", recognizers: OneRecognizer(recognizer: recognizer),
                                             logger: Logger(label: "test")) { caption in
             captions.withLock { $0.append(caption) }
@@ -174,7 +173,7 @@ private struct MissingEngine: SpeechRecognizerFactory {
 
     @Test func partialsOffMeansFinalsOnly() throws {
         let recognizer = CountingRecognizer()
-        let captions = Mutex<[Caption]>([])
+        let captions = PThreadLocked<[Caption]>([])
         var settings = StreamCaptioner.Settings(partials: false)
         settings.partialInterval = 0.2
         let captioner = try StreamCaptioner(streamID: "s", recognizers: OneRecognizer(recognizer: recognizer),

@@ -2,7 +2,7 @@ import Encoders
 import Foundation
 import Logging
 import MediaFiles
-import Synchronization
+import MediaTypes
 import Testing
 @testable import Captions
 
@@ -45,7 +45,7 @@ import Testing
     }
 
     @Test func thePipelineCaptionsTwoUtterancesOverOpus() throws {
-        let captions = Mutex<[Caption]>([])
+        let captions = PThreadLocked<[Caption]>([])
         let captioner = try StreamCaptioner(streamID: "s", recognizers: try WhisperRecognizerFactory(),
                                             logger: Logger(label: "test")) { caption in
             captions.withLock { $0.append(caption) }

@@ -4,7 +4,6 @@ import MediaTypes
 @testable import Publisher
 import RTP
 import SecureTransport
-import Synchronization
 import TestSupport
 import Testing
 
@@ -118,7 +117,7 @@ struct FramePathTests {
         let viewers = ViewerSessions(hub: MediaHub(videoBitrateCeiling: 1_000_000), certificate: try DTLSCertificate(),
                                      settings: settings, logger: Self.logger, onEvent: { _ in })
         defer { viewers.removeAll() }
-        let outcomes = Mutex<[Result<String, ViewerError>]>([])
+        let outcomes = PThreadLocked<[Result<String, ViewerError>]>([])
         DispatchQueue.concurrentPerform(iterations: 20) { n in
             let result = Result { () throws(ViewerError) -> String in
                 try viewers.add(offer: Self.viewerOffer(n), offerable: .init(audio: false, video: .vp8)).id
@@ -171,7 +170,7 @@ final class ScriptedCapture: VideoCapture, @unchecked Sendable {   // driven by 
 struct DeviceLossTests {
     /// What a publisher said, in order.
     final class Events: Sendable {
-        private let list = Mutex<[PublisherEvent]>([])
+        private let list = PThreadLocked<[PublisherEvent]>([])
         func append(_ e: PublisherEvent) { list.withLock { $0.append(e) } }
         func withLock<R>(_ body: ([PublisherEvent]) -> R) -> R { list.withLock { body($0) } }
     }

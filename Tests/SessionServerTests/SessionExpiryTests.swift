@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import MediaTypes
 import Testing
 
 @testable import SessionServer
@@ -10,7 +10,7 @@ import Testing
 struct SessionExpiryTests {
     /// A clock the test moves.
     final class TestClock: Sendable {
-        private let time = Mutex(Date(timeIntervalSince1970: 1_700_000_000))
+        private let time = PThreadLocked(Date(timeIntervalSince1970: 1_700_000_000))
         var now: Date { time.withLock { $0 } }
         func advance(hours: Double) { time.withLock { $0 += hours * 3600 } }
     }

@@ -1,6 +1,6 @@
 import Foundation
 import Logging
-import Synchronization
+import MediaTypes
 
 @testable import SessionServer
 
@@ -24,7 +24,7 @@ final class FakeMediaEngine: SessionMediaEngine {
         var captionsUnavailable: String?
     }
 
-    let calls = Mutex(Calls())
+    let calls = PThreadLocked(Calls())
 
     func publish(streamID: String, offer: String, events: @escaping @Sendable (MediaEvent) -> Void) throws(MediaEngineError) -> PublishedMedia {
         try check(offer)

@@ -1,7 +1,7 @@
 import Foundation
 import Glibc
 import Logging
-import Synchronization
+import MediaTypes
 import SystemdSupport
 import Testing
 
@@ -9,7 +9,7 @@ import Testing
 struct ConsoleLogHandlerTests {
     /// Lines a handler wrote, collected.
     final class Lines: Sendable {
-        let lines = Mutex<[String]>([])
+        let lines = PThreadLocked<[String]>([])
         func append(_ line: String) { lines.withLock { $0.append(line) } }
         var all: [String] { lines.withLock { $0 } }
     }

@@ -1,6 +1,6 @@
 import Foundation
 import Logging
-import Synchronization
+import MediaTypes
 import TestSupport
 import Testing
 
@@ -320,7 +320,7 @@ func parseExposition(_ text: String) throws -> Exposition {
 struct ViewerServerPieceTests {
     @Test("Server stops when its task is cancelled; boundPort while running only")
     func runsUntilCancelled() async throws {
-        let portSeen = Mutex<Int?>(nil)
+        let portSeen = PThreadLocked<Int?>(nil)
         try await withServer(token: "abc") { port, server in
             portSeen.withLock { $0 = port }
             #expect(server.boundPort == port)

@@ -3,7 +3,6 @@ import Glibc
 #endif
 import Logging
 import MediaTypes
-import Synchronization
 
 /// One direction of an ALSA device (capture or playback) with its own thread,
 /// paced by the sound card: the thread waits on the PCM's poll descriptors,
@@ -27,7 +26,7 @@ final class ALSASide: @unchecked Sendable {  // `pcm` and the buffers belong to 
         var failure: AudioError?
         var busyRetriesUsed = 0
     }
-    private let state = Mutex(State())
+    private let state = PThreadLocked(State())
 
     /// Debug hook for tests: stop reading for this long once, after the first chunk, to provoke an overrun.
     let stallOnceMilliseconds: Int

@@ -2,7 +2,6 @@
 import Glibc
 #endif
 import MediaTypes
-import Synchronization
 
 /// Capture for a box with no sound card: 10 ms chunks of silence (or, as
 /// the audio twin of the test pattern, a sine tone; or a recording played
@@ -64,7 +63,7 @@ public final class SilentAudioCapture: AudioDevice {
         let bus: AudioBus
         let tone: (frequency: Double, level: Double)?
         let clip: (samples: [Int16], events: @Sendable (ClipEvent) -> Void)?
-        private let lock = Synchronization.Mutex<(thread: StoppableThread?, stats: AudioStatistics)>((nil, AudioStatistics()))
+        private let lock = PThreadLocked<(thread: StoppableThread?, stats: AudioStatistics)>((nil, AudioStatistics()))
 
         init(format: AudioFormat, bus: AudioBus, tone: (Double, Double)?,
              clip: ([Int16], @Sendable (ClipEvent) -> Void)?) {

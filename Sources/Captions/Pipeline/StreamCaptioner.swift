@@ -1,7 +1,6 @@
 import Encoders
 import Logging
 import MediaTypes
-import Synchronization
 
 /// Live captions for one stream: its Opus packets in (from the router's
 /// receive thread, copied into a fixed queue), caption text out. A thread
@@ -55,7 +54,7 @@ public final class StreamCaptioner: Sendable {
 
 /// The counters, shared by the captioner and its thread.
 final class SharedCounters: Sendable {
-    let value = Mutex(CaptionCounters())
+    let value = PThreadLocked(CaptionCounters())
 }
 
 /// Opus packets waiting for the captioner: fixed slots, filled by the

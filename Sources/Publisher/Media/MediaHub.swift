@@ -1,6 +1,5 @@
 import MediaTypes
 import RTP
-import Synchronization
 
 /// Encode once, send to every connection: the encoders cut each frame into
 /// RTP payloads once and the hub hands them to every connection that is
@@ -23,8 +22,8 @@ final class MediaHub: Sendable {
     /// The shortest time between two requested keyframes.
     static let keyframeSpacing: Duration = .milliseconds(500)
 
-    private let connections = Mutex<[MediaSenders]>([])
-    private let keyframes = Mutex<(pending: Bool, last: MonotonicTimestamp?)>((true, nil))
+    private let connections = PThreadLocked<[MediaSenders]>([])
+    private let keyframes = PThreadLocked<(pending: Bool, last: MonotonicTimestamp?)>((true, nil))
 
     init(videoBitrateCeiling: Int, origin: MonotonicTimestamp = .now()) {
         self.videoBitrateCeiling = videoBitrateCeiling

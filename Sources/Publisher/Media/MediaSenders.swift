@@ -1,6 +1,5 @@
 import MediaTypes
 import RTP
-import Synchronization
 
 /// The send side of one connection (the WHIP session, or one viewer): its
 /// RTP streams with their histories, its pacer and what its receiver's RTCP
@@ -12,7 +11,7 @@ import Synchronization
 /// below, each one short critical section: the encoder threads, the
 /// transport thread and the stats reader never see it whole.
 final class MediaSenders: Sendable {
-    private let state: Mutex<MediaSendState>
+    private let state: PThreadLocked<MediaSendState>
     /// Time zero of every stream's RTP clock: audio and video stay aligned.
     let origin: MonotonicTimestamp
     /// RTP payload size: 1200-byte datagrams leave room for SRTP's tag and
@@ -21,10 +20,10 @@ final class MediaSenders: Sendable {
     /// Wakes the transport thread when packets are queued. An event, not a
     /// closure: a closure handed out of `withLock` is re-wrapped (allocated)
     /// on every frame.
-    private let wake: Mutex<WakeEvent?> = Mutex(nil)
+    private let wake: PThreadLocked<WakeEvent?> = PThreadLocked(nil)
 
     init(state: MediaSendState, origin: MonotonicTimestamp) {
-        self.state = Mutex(state)
+        self.state = PThreadLocked(state)
         self.origin = origin
     }
 

@@ -2,7 +2,6 @@ import Logging
 import MediaTypes
 import SDP
 import SecureTransport
-import Synchronization
 
 /// The media side of the router: streams published into it over WHIP and
 /// their subscribers over WHEP. Media is forwarded, never decoded: each
@@ -46,13 +45,13 @@ public final class StreamRouter: Sendable {
     private let settings: RouterMediaSettings
     private let certificate: DTLSCertificate
     private let logger: Logger
-    private let streams = Mutex<[String: Stream]>([:])
+    private let streams = PThreadLocked<[String: Stream]>([:])
     /// Subscriber id → its stream id, and what to call when it ends.
-    private let subscribers = Mutex<[String: (stream: String, ended: @Sendable (String) -> Void)]>([:])
+    private let subscribers = PThreadLocked<[String: (stream: String, ended: @Sendable (String) -> Void)]>([:])
     /// What the streams that ended had counted.
-    private let retired = Mutex(RoutingCounters())
+    private let retired = PThreadLocked(RoutingCounters())
     /// Where audio fallback's steps for each subscriber are told (the session server).
-    private let qualityHandler = Mutex<(@Sendable (String, VideoQualityChange) -> Void)?>(nil)
+    private let qualityHandler = PThreadLocked<(@Sendable (String, VideoQualityChange) -> Void)?>(nil)
 
     public init(settings: RouterMediaSettings = RouterMediaSettings(), logger: Logger) throws(RoutingError) {
         self.settings = settings

@@ -5,7 +5,6 @@ import Networking
 import RTP
 import SDP
 import SecureTransport
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -103,7 +102,7 @@ package final class PeerTransport: @unchecked Sendable {   // `run` state belong
     /// WHIP: a session whose consent checks go unanswered for a while is
     /// re-established at once. A viewer is only dropped when consent expires.
     private let failWhenDisconnected: Bool
-    private let control = Mutex<(thread: StoppableThread?, phase: Phase, selected: String?)>((nil, .checking, nil))
+    private let control = PThreadLocked<(thread: StoppableThread?, phase: Phase, selected: String?)>((nil, .checking, nil))
     /// Set on the router's receiving connections; nil on a sender's, which drops RTP.
     private let receiver: (any ReceivedRTPSink)?
 

@@ -1,5 +1,5 @@
 import FoundationEssentials
-import Synchronization
+import MediaTypes
 
 /// Every session, connection, stream and subscriber the router holds, and
 /// the one place their events are made. Each change and the events it
@@ -10,7 +10,7 @@ import Synchronization
 /// does it after the lock is released.
 public final class SessionRegistry: Sendable {
     public let limits: RegistryLimits
-    private let state = Mutex(State())
+    private let state = PThreadLocked(State())
     private let now: @Sendable () -> Date
 
     public init(limits: RegistryLimits = RegistryLimits(), now: @escaping @Sendable () -> Date = { Date() }) {

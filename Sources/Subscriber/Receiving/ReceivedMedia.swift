@@ -35,7 +35,7 @@ final class ReceivedMedia: ReceivedRTPSink, @unchecked Sendable {   // receive s
     private let onEvent: @Sendable (SubscriberEvent) -> Void
 
     // Shared with the subscriber's other threads.
-    private let published = Mutex<(video: VideoReceiveStats?, audio: AudioReceiveStats?, failure: RenderError?, lastPacket: Double)>(
+    private let published = PThreadLocked<(video: VideoReceiveStats?, audio: AudioReceiveStats?, failure: RenderError?, lastPacket: Double)>(
         (nil, nil, nil, 0))
     /// subscribeToVideo / subscribeToAudio: read per packet, set from any thread.
     let decodeVideo = Atomic<Bool>(true)

@@ -28,7 +28,7 @@ public final class LoopbackSelftest: Sendable {
     /// Records what the capturer delivers, into storage sized once.
     private final class Recorder: VideoCaptureConsumer, @unchecked Sendable {  // state behind `lock`
         struct Seen { var counter: Int64; var at: MonotonicTimestamp }
-        let lock = Mutex(())
+        let lock = PThreadLocked(())
         nonisolated(unsafe) var seen: [Seen]
         init(capacity: Int) {
             seen = []

@@ -1,7 +1,6 @@
 import Logging
 import MediaTypes
 import PixelConversion
-import Synchronization
 
 /// The built-in test pattern as a video capturer, so the agent runs (and is
 /// tested) on a box with no camera. Frames are drawn on a dedicated thread on
@@ -23,7 +22,7 @@ public final class TestPatternCapture: VideoCapture {
         var thread: StoppableThread?
         var nextCounter: UInt32 = 0
     }
-    private let control = Mutex(Control())
+    private let control = PThreadLocked(Control())
 
     public init(size: FrameSize, framesPerSecond: Double, orientation: VideoOrientation = .upright,
                 rotatePixels: Bool = false, logger: Logger) {

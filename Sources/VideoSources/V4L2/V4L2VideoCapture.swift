@@ -1,6 +1,5 @@
 import Logging
 import MediaTypes
-import Synchronization
 
 /// A V4L2 camera as an OpenTok-style video capturer.
 ///
@@ -32,7 +31,7 @@ public final class V4L2VideoCapture: VideoCapture {
         var started = false
         var failure: CaptureError?
     }
-    private let control = Mutex(Control())
+    private let control = PThreadLocked(Control())
 
     /// A capturer for the device `name` names: a node or link path, a card
     /// name or `usb:VID:PID[:SERIAL]` (see `DeviceName`). Nothing is opened until `initialize`.

@@ -60,7 +60,7 @@ func fail(_ error: AudioError) -> ExitCode {
 }
 
 /// Records captured chunks to a WAV file and keeps the numbers for the summary.
-final class AudioSink: AudioCaptureConsumer, @unchecked Sendable {  // state behind `state`
+final class AudioSink: AudioCaptureConsumer, Sendable {
     private struct State {
         var writer: WAVWriter?
         var firstTimestamp: MonotonicTimestamp?
@@ -71,22 +71,13 @@ final class AudioSink: AudioCaptureConsumer, @unchecked Sendable {  // state beh
         var outputError: String?
         var events: [String] = []
     }
-    private var stateStorage: State
-    private let lock = NSLock()
+    private let state: PThreadLocked<State>
     let failed = DispatchSemaphore(value: 0)
-
-    /// A plain lock: the chunk handed to `consume` is not Sendable, so no Mutex closure may capture it.
-    private var state: AudioSink { self }
-    private func withLock<T>(_ body: (inout State) -> T) -> T {
-        lock.lock()
-        defer { lock.unlock() }
-        return body(&stateStorage)
-    }
 
     init(outputPath: String?, format: AudioFormat) throws {
         var s = State()
         if let outputPath { s.writer = try WAVWriter(path: outputPath, sampleRate: format.sampleRate, channels: format.channels) }
-        stateStorage = s
+        state = PThreadLocked(s)
     }
 
     func consume(_ chunk: AudioChunk) {

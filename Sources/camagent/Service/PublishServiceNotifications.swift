@@ -14,16 +14,16 @@ final class PublishServiceNotifications: Sendable {
     private let watchdogSettings: WatchdogSettings?
     private let logger: Logger
     /// Frames each camera handed to its publisher: what earns a watchdog ping.
-    private let cameras = Mutex<[FrameCounter]>([])
+    private let cameras = PThreadLocked<[FrameCounter]>([])
 
     private final class FrameCounter: Sendable {
         let frames = Atomic<UInt64>(0)
     }
     /// Turns of the command's main loop: the ping's earner when there is no camera (audio only).
     private let loopTurns = Atomic<UInt64>(0)
-    private let watchdog = Mutex<ProgressWatchdog?>(nil)
+    private let watchdog = PThreadLocked<ProgressWatchdog?>(nil)
     /// What READY=1 said, for the status when frames come back after a stall.
-    private let runningStatus = Mutex<String?>(nil)
+    private let runningStatus = PThreadLocked<String?>(nil)
 
     init(environment: [String: String] = ProcessInfo.processInfo.environment, logger: Logger) {
         self.logger = logger
