@@ -41,6 +41,12 @@ let package = Package(
         // The router: WebSocket signalling on the Hummingbird server, JWT tokens (HS256).
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.0.0"),
         .package(url: "https://github.com/vapor/jwt-kit", from: "5.0.0"),
+        // The router's HTTPS (--tls-cert, --tls-self-signed): NIOSSL through HummingbirdTLS, and
+        // the self-signed certificate made with swift-certificates and swift-crypto (both already
+        // in the graph through jwt-kit).
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.27.0"),
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.0.0"),
+        .package(url: "https://github.com/apple/swift-crypto.git", "4.0.0"..<"6.0.0"),
         // The configuration file (/etc/camagent/camagent.toml): TOML through toml++.
         .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
     ],
@@ -181,6 +187,10 @@ let package = Package(
                 "HTTPLimits", "MediaTypes",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "HummingbirdTLS", package: "hummingbird"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -24,6 +24,7 @@ public final class Session: Sendable {
     private let token: String
     private let timeout: Double
     private let allowInsecureTLS: Bool
+    private let trustedCertificatesFile: String?
     private let logger: Logger
     private let state = PThreadLocked<State>(State())
     /// The subscribers made here, to hand them what the router says about them.
@@ -45,13 +46,16 @@ public final class Session: Sendable {
         var ended = false
     }
 
-    public init(url: String, token: String, timeout: Double = 10, allowInsecureTLS: Bool = false, logger: Logger) {
+    /// - Parameter trustedCertificatesFile: PEM certificates trusted besides the system's (a router's self-signed one).
+    public init(url: String, token: String, timeout: Double = 10, allowInsecureTLS: Bool = false,
+                trustedCertificatesFile: String? = nil, logger: Logger) {
         var base = url
         while base.hasSuffix("/") { base.removeLast() }
         sessionURL = base
         self.token = token.trimmingCharacters(in: .whitespacesAndNewlines)
         self.timeout = timeout
         self.allowInsecureTLS = allowInsecureTLS
+        self.trustedCertificatesFile = trustedCertificatesFile
         self.logger = logger
         (events, continuation) = AsyncStream.makeStream(of: SessionEvent.self, bufferingPolicy: .bufferingNewest(1000))
     }
@@ -73,7 +77,8 @@ public final class Session: Sendable {
         let socket: WebSocketConnection
         do {
             socket = try WebSocketConnection.connect(url: connectURL, headers: [("Authorization", "Bearer \(token)")],
-                                                     timeout: timeout, allowInsecureTLS: allowInsecureTLS)
+                                                     timeout: timeout, allowInsecureTLS: allowInsecureTLS,
+                                                     trustedCertificatesFile: trustedCertificatesFile)
         } catch {
             throw .signalling(error)
         }

@@ -1,6 +1,7 @@
 import HTTPLimits
 import Hummingbird
 import HummingbirdCore
+import HummingbirdTLS
 import HummingbirdWebSocket
 import Logging
 import ServiceLifecycle
@@ -51,7 +52,7 @@ public final class SessionServer: Service, Sendable {
     /// WebSockets are closed, requests in flight get at most 5 s). Throws
     /// when the address cannot be bound.
     public func run() async throws {
-        let app = makeApplication()
+        let app = try makeApplication()
         defer { port.withLock { $0 = nil } }
         // As in ViewerServer: cancelling Hummingbird's server task aborts its
         // accept loop, so the server runs in a group of its own whose graceful
@@ -83,7 +84,7 @@ public final class SessionServer: Service, Sendable {
         RESTResponder(services: services, maxBodySize: configuration.maxBodySize)
     }
 
-    func makeApplication() -> some ApplicationProtocol {
+    func makeApplication() throws -> some ApplicationProtocol {
         let upgrade = SignallingUpgrade(services: services)
         let webSocket = WebSocketServerConfiguration(
             // Well above the 64 KiB the router reads, so a larger message is
@@ -95,18 +96,22 @@ public final class SessionServer: Service, Sendable {
         let limits = configuration.serverLimits
         // The idle timeout and the body deadline hold for plain HTTP connections
         // only: a connection upgraded to signalling lasts as long as its session,
-        // and WebSocket pings watch it. The head deadline covers the handshake.
+        // and WebSocket pings watch it. The head deadline covers the handshake
+        // (and, with TLS, the TLS handshake before it).
         let http1 = limits.http1Configuration(logger: logger)
+        let tls = try configuration.tls.map { try $0.serverConfiguration }
         return Application(
             responder: makeResponder(),
             server: HTTPServerBuilder { responder in
-                RequestDeadlineChannel(
+                let plain = RequestDeadlineChannel(
                     HTTP1WebSocketUpgradeChannel(
                         responder: responder, configuration: .init(http1: http1, ws: webSocket)
                     ) { head, channel, logger in
                         await upgrade.shouldUpgrade(head, channel: channel, logger: logger)
                     },
                     headTimeout: limits.requestHeadTimeout)
+                guard let tls else { return plain }
+                return try TLSChannel(plain, tlsConfiguration: tls)
             },
             configuration: .init(
                 address: .hostname(configuration.host, port: configuration.port), serverName: "camagent-router",

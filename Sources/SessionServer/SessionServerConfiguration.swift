@@ -10,9 +10,14 @@ public struct SessionServerConfiguration: Sendable, Equatable {
     public var maxBodySize: Int
     /// Connections, header sizes and slow clients (HTTPLimits).
     public var serverLimits: ServerLimits
+    /// HTTPS with this certificate and key (REST, signalling, WHIP, WHEP, the
+    /// session page); nil serves plain HTTP.
+    public var tls: RouterTLSIdentity?
 
     public init(host: String = "127.0.0.1", port: Int = 8090, limits: RegistryLimits = RegistryLimits(),
-                maxBodySize: Int = 64 * 1024, serverLimits: ServerLimits = ServerLimits()) {
+                maxBodySize: Int = 64 * 1024, serverLimits: ServerLimits = ServerLimits(),
+                tls: RouterTLSIdentity? = nil) {
+        self.tls = tls
         self.serverLimits = serverLimits
         self.host = host
         self.port = port

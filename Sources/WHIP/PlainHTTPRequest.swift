@@ -17,13 +17,14 @@ public struct PlainHTTPResponse: Sendable {
 /// the WHIP client's errors (`unreachable`, `refused`, `timedOut`, `tls`,
 /// `badURL`, `badResponse`); any HTTP status is returned, not thrown.
 public func plainHTTPRequest(
-    method: String, url: String, headers: [(String, String)] = [], body: [UInt8] = [], timeout: Double = 10
+    method: String, url: String, headers: [(String, String)] = [], body: [UInt8] = [], timeout: Double = 10,
+    trustedCertificatesFile: String? = nil
 ) throws(WHIPError) -> PlainHTTPResponse {
     precondition(timeout > 0 && timeout.isFinite, "plainHTTPRequest timeout must be a positive number of seconds")
     let parsed = try HTTPURL(parsing: url)
     var allHeaders = headers
     allHeaders.append(("User-Agent", "camagent"))
-    let exchange = HTTPExchange(url: parsed, timeout: timeout, verifyTLS: true, extraTrustFile: nil)
+    let exchange = HTTPExchange(url: parsed, timeout: timeout, verifyTLS: true, extraTrustFile: trustedCertificatesFile)
     let response = try exchange.perform(method: method, headers: allHeaders, body: body)
     return PlainHTTPResponse(status: response.status, body: response.body, headers: response.headers)
 }

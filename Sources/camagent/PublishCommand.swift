@@ -104,6 +104,9 @@ struct PublishCommand: ParsableCommand {
     @Flag(help: "Accept a WHIP server's TLS certificate without checking it (lab servers).")
     var insecureTLS = false
 
+    @Option(help: "A PEM file of certificates to trust besides the system's: the router's self-signed certificate (router-tls.crt), or a private CA.")
+    var tlsCA: String?
+
     // Named apart from the camera's --reconnect (wait for a lost device), which publish also takes.
     @Flag(name: .customLong("whip-reconnect"), inversion: .prefixedNo,
           help: "Reconnect to the WHIP server with backoff when an established session drops.")
@@ -219,7 +222,7 @@ struct PublishCommand: ParsableCommand {
             if let whip {
                 do {
                     let client = try WHIPClient(endpoint: whip, token: token, timeout: httpTimeout,
-                                                allowInsecureTLS: insecureTLS, logger: logger)
+                                                allowInsecureTLS: insecureTLS, trustedCertificatesFile: tlsCA, logger: logger)
                     signaling = WHIPSignaling(client: client, logger: logger)
                 } catch { throw ValidationError("\(error)") }
             }

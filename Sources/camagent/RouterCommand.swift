@@ -5,6 +5,7 @@ import Publisher
 import ServiceLifecycle
 import SessionServer
 import MediaTypes
+import Networking
 
 /// `camagent router`: the session router (DESIGN.md "Sessions"): sessions,
 /// tokens, the REST API and WebSocket signalling, until SIGINT or SIGTERM.
@@ -17,8 +18,12 @@ struct RouterCommand: ParsableCommand {
         first start. Mint tokens with `camagent token`, make sessions with `camagent session create`. \
         Publishers send over WHIP into a routed session; the router forwards their media, undecoded, \
         to each subscriber (WHEP).
-        Exit codes: 78 the secret file cannot be read or created, 84 the router cannot listen \
-        (address in use, no such address).
+        With --tls-cert and --tls-key, or --tls-self-signed, everything is served over HTTPS (browsers \
+        give the session page the camera and microphone only on a secure origin). The self-signed \
+        certificate is made on the first start beside the secret file (router-tls.crt, router-tls.key \
+        mode 0600) and its SHA-256 fingerprint is printed, to compare with what a browser shows.
+        Exit codes: 78 the secret file, or the TLS certificate or key, cannot be read, used or created; \
+        84 the router cannot listen (address in use, no such address).
         """)
 
     @Option(help: "Address and port to listen on (HOST:PORT; [::]:PORT for IPv6).")
@@ -51,6 +56,15 @@ struct RouterCommand: ParsableCommand {
     @Flag(help: "Offer loopback addresses as ICE candidates (peers on the same host).")
     var loopbackCandidates = false
 
+    @Option(help: "Serve HTTPS with this certificate chain (PEM, leaf first); needs --tls-key.")
+    var tlsCert: String?
+
+    @Option(help: "The private key (PEM) of --tls-cert.")
+    var tlsKey: String?
+
+    @Flag(help: "Serve HTTPS with the router's own self-signed certificate, made on the first start beside the secret file.")
+    var tlsSelfSigned = false
+
     @OptionGroup var global: GlobalOptions
     @OptionGroup var configFile: ConfigFileOption
 
@@ -68,6 +82,29 @@ struct RouterCommand: ParsableCommand {
         for (name, value) in [("--publisher-timeout", publisherTimeout), ("--subscriber-timeout", subscriberTimeout)] {
             guard (2...600).contains(value) else { throw ValidationError("\(name) takes 2 to 600 seconds") }
         }
+        guard (tlsCert == nil) == (tlsKey == nil) else {
+            throw ValidationError("--tls-cert and --tls-key go together")
+        }
+        guard !(tlsSelfSigned && tlsCert != nil) else {
+            throw ValidationError("--tls-self-signed or --tls-cert with --tls-key, not both")
+        }
+    }
+
+    /// The TLS identity asked for, with a line saying what it is; nil for plain HTTP.
+    func loadTLS(host: String) throws(RouterTLSError) -> (RouterTLSIdentity, String)? {
+        if let tlsCert, let tlsKey {
+            let identity = try RouterTLSIdentity.load(certificateFile: tlsCert, keyFile: tlsKey)
+            return (identity, "tls: \(tlsCert), SHA-256 fingerprint \(identity.fingerprint)")
+        }
+        guard tlsSelfSigned else { return nil }
+        let directory = secretFile.contains("/") ? String(secretFile[..<secretFile.lastIndex(of: "/")!]) : "."
+        // The names it is reached by today: the listen address when it is one, this host's name and addresses.
+        var names = HostInterfaces.addresses().map(\.ip)
+        if let name = ProcessInfo.processInfo.hostName as String?, !name.isEmpty { names.insert(name, at: 0) }
+        if !["0.0.0.0", "::", ""].contains(host) { names.insert(host, at: 0) }
+        let made = try RouterTLSIdentity.selfSigned(in: directory.isEmpty ? "/" : directory, hostNames: names)
+        return (made.identity, "tls: self-signed, \(made.created ? "created " : "")\(made.certificateFile), "
+            + "SHA-256 fingerprint \(made.identity.fingerprint), public key pin \(made.identity.publicKeyPin)")
     }
 
     func run() throws {
@@ -79,6 +116,15 @@ struct RouterCommand: ParsableCommand {
             throw ExitCode(ExitCodes.secretFileError)
         }
         printLine(secret.wasCreated ? "secret: created \(secretFile)" : "secret: \(secretFile)")
+        let tls: RouterTLSIdentity?
+        do {
+            let loaded = try loadTLS(host: host)
+            tls = loaded?.0
+            if let line = loaded?.1 { printLine(line) }
+        } catch {
+            printError("camagent: \(error)")
+            throw ExitCode(ExitCodes.secretFileError)
+        }
 
         let limits = RegistryLimits(maxSessions: maxSessions, maxConnectionsPerSession: maxConnections,
                                     maxStreamsPerSession: maxStreams, maxSubscribersPerStream: maxSubscribers,
@@ -100,7 +146,7 @@ struct RouterCommand: ParsableCommand {
             streams.stopAll()
         }
         let server = SessionServer(
-            configuration: SessionServerConfiguration(host: host, port: port, limits: limits),
+            configuration: SessionServerConfiguration(host: host, port: port, limits: limits, tls: tls),
             secret: secret, mediaEngine: RouterMediaEngine(router: streams, captions: captions), logger: logger)
 
         // The server runs in a ServiceGroup that turns SIGINT and SIGTERM into
@@ -126,7 +172,7 @@ struct RouterCommand: ParsableCommand {
         }
         var shownHost = host
         if shownHost.contains(":") { shownHost = "[\(shownHost)]" }
-        printLine("router: listening on http://\(shownHost):\(server.boundPort ?? port)")
+        printLine("router: listening on \(tls == nil ? "http" : "https")://\(shownHost):\(server.boundPort ?? port)")
         ended.wait()  // until SIGINT/SIGTERM, or the server failing
         if let failure = outcome.withLock({ $0.failure }) {
             printError("camagent: the router stopped: \(failure)")
@@ -152,7 +198,8 @@ func explainSocketError(_ error: any Error) -> String {
 }
 
 extension ExitCodes {
-    /// The router's secret file is missing (token, session), unreadable, or cannot be created (router).
+    /// The router's secret file is missing (token, session), unreadable, or cannot be created (router);
+    /// or the router's TLS certificate or key cannot be read, used or created.
     static let secretFileError: Int32 = 78
 }
 

@@ -36,6 +36,9 @@ struct SessionCreateCommand: ParsableCommand {
     @Option(help: "Seconds for the whole request, connect to answer.")
     var timeout: Double = 10
 
+    @Option(help: "A PEM file of certificates to trust besides the system's: the router's self-signed certificate (router-tls.crt), or a private CA.")
+    var tlsCA: String?
+
     func validate() throws {
         guard router.hasPrefix("http://") || router.hasPrefix("https://") else {
             throw ValidationError("--router takes an http:// or https:// URL, e.g. http://127.0.0.1:8090")
@@ -71,7 +74,7 @@ struct SessionCreateCommand: ParsableCommand {
             response = try plainHTTPRequest(
                 method: "POST", url: url,
                 headers: [("Authorization", "Bearer \(token)"), ("Content-Type", "application/json"), ("Accept", "application/json")],
-                body: body, timeout: timeout)
+                body: body, timeout: timeout, trustedCertificatesFile: tlsCA)
         } catch {
             printError("camagent: \(Self.describe(error, url: url))")
             switch error {

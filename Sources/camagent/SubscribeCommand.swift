@@ -74,6 +74,9 @@ struct SubscribeCommand: ParsableCommand {
     @Flag(help: "Accept a server's TLS certificate without checking it (lab servers).")
     var insecureTLS = false
 
+    @Option(help: "A PEM file of certificates to trust besides the system's: the router's self-signed certificate (router-tls.crt), or a private CA.")
+    var tlsCA: String?
+
     @Flag(help: "Offer loopback addresses as ICE candidates (server on the same host).")
     var loopbackCandidates = false
 
@@ -131,7 +134,7 @@ struct SubscribeCommand: ParsableCommand {
         // With --session: the session's signalling, for the stream's comings and goings and their reasons.
         var joined: (session: Session, stream: SessionStream, watch: SessionWatch)?
         if let session, let token {
-            let client = Session(url: session, token: token, timeout: httpTimeout, allowInsecureTLS: insecureTLS,
+            let client = Session(url: session, token: token, timeout: httpTimeout, allowInsecureTLS: insecureTLS, trustedCertificatesFile: tlsCA,
                                  logger: logger)
             let watch = SessionWatch()
             client.delegate = watch
@@ -161,6 +164,7 @@ struct SubscribeCommand: ParsableCommand {
         settings.reconnectWindow = reconnectWindow
         settings.httpTimeout = httpTimeout
         settings.allowInsecureTLS = insecureTLS
+        settings.trustedCertificatesFile = tlsCA
         let subscriber: Subscriber
         do {
             if let joined {

@@ -6,6 +6,7 @@ import asyncio
 import ctypes
 import json
 import os
+import ssl
 import threading
 import time
 import urllib.error
@@ -56,9 +57,10 @@ def in_namespace(net, function, timeout=60):
     return outcome["value"]
 
 
-def request(method, url, token=None, body=None, headers=None):
+def request(method, url, token=None, body=None, headers=None, context=None):
     """One HTTP call (blocking; call it on a namespace thread): (status, headers, body).
-    A dict body goes as JSON; a JSON answer comes back parsed, anything else as text."""
+    A dict body goes as JSON; a JSON answer comes back parsed, anything else as text.
+    `context` is the ssl.SSLContext an https:// URL is checked with."""
     headers = dict(headers or {})
     if token:
         headers["Authorization"] = f"Bearer {token}"
@@ -68,7 +70,7 @@ def request(method, url, token=None, body=None, headers=None):
     data = body.encode() if body is not None else None
     req = urllib.request.Request(url, data=data, method=method, headers=headers)
     try:
-        with urllib.request.urlopen(req, timeout=WAIT) as response:
+        with urllib.request.urlopen(req, timeout=WAIT, context=context) as response:
             status, answer_headers, raw = response.status, dict(response.headers), response.read()
     except urllib.error.HTTPError as e:
         status, answer_headers, raw = e.code, dict(e.headers), e.read()
@@ -79,9 +81,10 @@ def request(method, url, token=None, body=None, headers=None):
         return status, answer_headers, text
 
 
-def http(net, method, url, token=None, body=None, headers=None):
+def http(net, method, url, token=None, body=None, headers=None, context=None):
     """request() from the test's own thread: (status, headers, body)."""
-    return in_namespace(net, lambda: request(method, url, token=token, body=body, headers=headers), timeout=WAIT + 5)
+    return in_namespace(net, lambda: request(method, url, token=token, body=body, headers=headers, context=context),
+                        timeout=WAIT + 5)
 
 
 def drain(proc):
@@ -99,18 +102,23 @@ def drain(proc):
 
 class Router:
     """`camagent router` inside the test's network, with its secret in the test's workdir,
-    and the CLI calls around it."""
+    and the CLI calls around it. With a --tls flag it is reached over https and wss; with
+    --tls-self-signed the camagent clients and `context` trust its router-tls.crt."""
 
     def __init__(self, net, workdir, *flags):
         self.net = net
         self.workdir = workdir
         self.secret = os.path.join(workdir, "router.secret")
-        self.base = f"http://{net.addr}:{ROUTER_PORT}"
-        self.ws_base = f"ws://{net.addr}:{ROUTER_PORT}"
+        tls = any(f.startswith("--tls") for f in flags)
+        self.base = f"{'https' if tls else 'http'}://{net.addr}:{ROUTER_PORT}"
+        self.ws_base = f"{'wss' if tls else 'ws'}://{net.addr}:{ROUTER_PORT}"
+        self.tls_ca = os.path.join(workdir, "router-tls.crt") if "--tls-self-signed" in flags else None
         self.proc = net.start([BIN, "router", "--listen", f"{net.addr}:{ROUTER_PORT}", "--secret-file", self.secret,
                                *flags], "router", workdir)
         self.lines = []
         self.listen_line = self._wait_for("listening", timeout=60)
+        # The certificate exists once the router listens.
+        self.context = ssl.create_default_context(cafile=self.tls_ca) if self.tls_ca else None
         self.secret_line = self.lines[0].strip()
 
     def _wait_for(self, text, timeout):
@@ -130,9 +138,13 @@ class Router:
             assert proc.returncode == 0, f"camagent {' '.join(args)} exited {proc.returncode}: {proc.stderr}"
         return proc
 
+    def client_flags(self):
+        """What a camagent client needs to trust this router (nothing over plain HTTP)."""
+        return ["--tls-ca", self.tls_ca] if self.tls_ca else []
+
     def create_session(self, *extra):
         return self.cli("session", "create", "--router", self.base, "--secret-file", self.secret,
-                        *extra).stdout.strip()
+                        *self.client_flags(), *extra).stdout.strip()
 
     def token(self, session, role, *extra):
         return self.cli("token", "--secret-file", self.secret, "--session", session, "--role", role,
@@ -148,7 +160,8 @@ class Router:
         return f"{self.ws_base}/v2/sessions/{session}/connect?token={token}"
 
     def streams(self, session):
-        status, _, body = http(self.net, "GET", f"{self.session_url(session)}/streams", token=self.project_token())
+        status, _, body = http(self.net, "GET", f"{self.session_url(session)}/streams", token=self.project_token(),
+                               context=self.context)
         assert status == 200, (status, body)
         return body
 
@@ -163,7 +176,7 @@ class Router:
         raise AssertionError(f"{count} streams expected in session {session}, have {streams}\n{self.log()}")
 
     def metrics(self):
-        status, _, text = http(self.net, "GET", f"{self.base}/metrics")
+        status, _, text = http(self.net, "GET", f"{self.base}/metrics", context=self.context)
         assert status == 200, (status, text)
         values = {}
         for line in text.splitlines():

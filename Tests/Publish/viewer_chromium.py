@@ -358,6 +358,9 @@ def main(argv=None):
     parser.add_argument("--fake-media", action="store_true", help="Chromium's fake camera and microphone")
     parser.add_argument("--treat-as-secure", metavar="ORIGIN",
                         help="an http:// origin Chromium treats as secure (camera access needs a secure origin)")
+    parser.add_argument("--trust-spki", metavar="PIN",
+                        help="accept a server certificate whose public key has this pin (base64 SHA-256 of its "
+                             "SubjectPublicKeyInfo): a self-signed https:// origin, which stays a secure origin")
     parser.add_argument("--hold", type=float, default=0.0, help="seconds to stay on the page after the grabs")
     parser.add_argument("--watch-text", metavar="CSS", help="during the hold, record this element's text")
     parser.add_argument("--watch-until", metavar="REGEX", help="end the hold once the watched text matches")
@@ -365,6 +368,8 @@ def main(argv=None):
     flags = ["--use-fake-device-for-media-stream"] if args.fake_media else []
     if args.treat_as_secure:
         flags.append(f"--unsafely-treat-insecure-origin-as-secure={args.treat_as_secure}")
+    if args.trust_spki:
+        flags.append(f"--ignore-certificate-errors-spki-list={args.trust_spki}")
     chromium = Chromium(extra_flags=flags)
     report = asyncio.run(view(args.url, args.out, connect_timeout=args.timeout, settle=args.settle,
                               frames=args.frames, chromium=chromium, refuse_extensions=args.refuse_extension,
