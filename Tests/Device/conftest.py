@@ -121,26 +121,26 @@ def reload_vivid(vivid):
 
 
 def reload_vivid_now(vivid):
-    opts = os.environ.get("CAMAGENT_VIVID_MODPROBE_OPTS", "").split()
-    for _ in range(50):
-        if subprocess.run(["modprobe", "-r", "vivid"], capture_output=True).returncode == 0:
-            break
-        time.sleep(0.2)
-    tool(["modprobe", "vivid"] + opts)
-    wait_for(lambda: os.path.exists(vivid), 30, f"{vivid} back after reload")
+    reload_module("vivid", "CAMAGENT_VIVID_MODPROBE_OPTS", [vivid], f"{vivid} back after reload")
 
 
 def reload_loopback(*nodes):
     """Loads v4l2loopback afresh and waits for `nodes`: v4l2loopback 0.12.7 keeps
     showing a capture side (and the old format) after a writer leaves, and the next
     writer then fails (ffmpeg: VIDIOC_G_FMT: Invalid argument)."""
-    opts = os.environ.get("CAMAGENT_LOOPBACK_MODPROBE_OPTS", "").split()
+    reload_module("v4l2loopback", "CAMAGENT_LOOPBACK_MODPROBE_OPTS", nodes, "loopback nodes")
+
+
+def reload_module(module, options_variable, nodes, what):
+    """Unloads `module` (retrying while its users let go), loads it again with the options
+    in $options_variable, and waits for its device `nodes`."""
+    opts = os.environ.get(options_variable, "").split()
     for _ in range(50):
-        if subprocess.run(["modprobe", "-r", "v4l2loopback"], capture_output=True).returncode == 0:
+        if subprocess.run(["modprobe", "-r", module], capture_output=True).returncode == 0:
             break
         time.sleep(0.2)
-    tool(["modprobe", "v4l2loopback"] + opts)
-    wait_for(lambda: all(os.path.exists(n) for n in nodes), 30, "loopback nodes")
+    tool(["modprobe", module] + opts)
+    wait_for(lambda: all(os.path.exists(n) for n in nodes), 30, what)
 
 
 def wait_for(predicate, timeout, what):

@@ -19,6 +19,29 @@ from viewer_checks import chromium_or_fail
 
 
 
+def open_session_page(net, workdir, router, session, *flags, hold):
+    """Headless Chromium on the session page with a moderator token, publishing its fake
+    camera and microphone (`flags` say how its origin is secure); returns the process."""
+    page = f"{router.base}/?session={session}&token={router.token(session, 'moderator')}&publish=1"
+    return net.start([PY, os.path.join(HERE, "viewer_chromium.py"), page, "--out", os.path.join(workdir, "chromium"),
+                      "--timeout", "40", "--settle", "3", "--frames", "2", "--fake-media", *flags, "--hold", str(hold),
+                      "--video-selector", ".stream video", "--state-selector", ".stream .state"], "chromium", workdir)
+
+
+def wait_for_page_stream(router, session, browser, besides):
+    """The stream the page publishes, once the router has it beside `besides`, with video and
+    audio; if it never comes, the failure carries the page's report and Chromium's log."""
+    try:
+        streams = router.wait_for_streams(session, 2, timeout=60)
+    except AssertionError as e:
+        browser.wait(timeout=120)
+        raise AssertionError(f"{e}\nthe page's report: {browser.stdout.read()[-4000:]}\n"
+                             + open(browser.log_path).read()[-2000:]) from None
+    page_stream = next(s for s in streams if s["streamId"] != besides["streamId"])
+    assert page_stream["hasVideo"] and page_stream["hasAudio"], streams
+    return page_stream
+
+
 def test_the_session_page_and_camagent_each_decode_the_other(net, workdir):
     chromium_or_fail()
 
@@ -28,22 +51,10 @@ def test_the_session_page_and_camagent_each_decode_the_other(net, workdir):
     camagent = start_camagent_publisher(net, workdir, url, router.token(session, "publisher"), duration=45)
     camagent_stream = router.wait_for_streams(session, 1)[0]
 
-    page = f"{router.base}/?session={session}&token={router.token(session, 'moderator')}&publish=1"
-    out = os.path.join(workdir, "chromium")
-    browser = net.start([PY, os.path.join(HERE, "viewer_chromium.py"), page, "--out", out, "--timeout", "40",
-                         "--settle", "3", "--frames", "2", "--fake-media", "--treat-as-secure", router.base, "--hold", "14",
-                         "--video-selector", ".stream video", "--state-selector", ".stream .state"],
-                        "chromium", workdir)
+    browser = open_session_page(net, workdir, router, session, "--treat-as-secure", router.base, hold=14)
 
     # Chromium's own stream appears beside camagent's; an aiortc subscriber decodes it.
-    try:
-        streams = router.wait_for_streams(session, 2, timeout=60)
-    except AssertionError as e:
-        browser.wait(timeout=120)
-        raise AssertionError(f"{e}\nthe page's report: {browser.stdout.read()[-4000:]}\n"
-                             + open(browser.log_path).read()[-2000:]) from None
-    page_stream = next(s for s in streams if s["streamId"] != camagent_stream["streamId"])
-    assert page_stream["hasVideo"] and page_stream["hasAudio"], streams
+    page_stream = wait_for_page_stream(router, session, browser, besides=camagent_stream)
     subscriber = start_subscriber(net, workdir, f"{url}/streams/{page_stream['streamId']}/subscribe",
                                   router.token(session, "subscriber"), "sub-page", duration=6)
     # camagent subscribes to Chromium's stream too, and decodes it.

@@ -26,8 +26,9 @@ from cryptography.hazmat.primitives import serialization
 import numpy as np
 
 from pattern import decode_counter
-from publish_support import BIN, HERE, PY
+from publish_support import BIN
 from router_support import ROUTER_PORT, WAIT, Router, http, in_namespace
+from test_router_page import open_session_page, wait_for_page_stream
 from test_subscribe import check_pattern_y4m, start_publisher
 from viewer_checks import chromium_or_fail
 
@@ -183,19 +184,8 @@ def test_chromium_uses_its_camera_on_the_https_session_page(net, workdir):
     start_publisher(net, workdir, "--session", url, "--token", router.token(session, "publisher"),
                     *router.client_flags(), duration=60)
     camagent_stream = router.wait_for_streams(session, 1)[0]
-    page = f"{router.base}/?session={session}&token={router.token(session, 'moderator')}&publish=1"
-    browser = net.start([PY, os.path.join(HERE, "viewer_chromium.py"), page, "--out", os.path.join(workdir, "chromium"),
-                         "--timeout", "40", "--settle", "3", "--frames", "2", "--fake-media", "--trust-spki", pin,
-                         "--hold", "6", "--video-selector", ".stream video", "--state-selector", ".stream .state"],
-                        "chromium", workdir)
-    try:
-        streams = router.wait_for_streams(session, 2, timeout=60)
-    except AssertionError as e:
-        browser.wait(timeout=120)
-        raise AssertionError(f"{e}\nthe page's report: {browser.stdout.read()[-4000:]}\n"
-                             + open(browser.log_path).read()[-2000:]) from None
-    page_stream = next(s for s in streams if s["streamId"] != camagent_stream["streamId"])
-    assert page_stream["hasVideo"] and page_stream["hasAudio"], streams
+    browser = open_session_page(net, workdir, router, session, "--trust-spki", pin, hold=6)
+    wait_for_page_stream(router, session, browser, besides=camagent_stream)
     browser.wait(timeout=150)
     stdout = browser.stdout.read()
     assert browser.returncode == 0, f"viewer_chromium.py exit {browser.returncode}:\n" \
