@@ -187,10 +187,6 @@ let package = Package(
                 "HTTPLimits", "MediaTypes",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
-                .product(name: "HummingbirdTLS", package: "hummingbird"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "X509", package: "swift-certificates"),
-                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -222,13 +218,26 @@ let package = Package(
         // The configuration file: TOML sections of command options, checked against each command's options.
         .target(name: "AgentConfiguration", dependencies: [.product(name: "TOMLKit", package: "TOMLKit")]),
         // Media files: Y4M and WAV writers/readers.
+        // The router's HTTPS: its certificate and key (loaded, or made self-signed) and the TLS layer
+        // (NIOSSL through HummingbirdTLS), kept apart so SessionServer links no TLS library.
+        .target(
+            name: "SessionServerTLS",
+            dependencies: [
+                "SessionServer",
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HummingbirdTLS", package: "hummingbird"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
         .target(name: "MediaFiles", dependencies: ["MediaTypes", "PixelConversion"]),
         // The command-line agent.
         .executableTarget(
             name: "camagent",
             dependencies: [
                 "MediaTypes", "PixelConversion", "VideoSources", "AudioDevices", "MediaFiles", "Encoders", "Publisher", "Networking", "WHIP",
-                "ViewerServer", "SessionServer", "Subscriber", "Session", "SystemdSupport", "Captions",
+                "ViewerServer", "SessionServer", "SessionServerTLS", "Subscriber", "Session", "SystemdSupport", "Captions",
                 "AgentConfiguration",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -276,6 +285,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        .testTarget(name: "SessionServerTLSTests", dependencies: ["SessionServerTLS"]),
         .testTarget(name: "SubscriberTests", dependencies: ["Subscriber", "Session", "WHIP", "RTP", "SDP", "Publisher"]),
         .testTarget(
             name: "SystemdSupportTests",

@@ -1,7 +1,6 @@
 import HTTPLimits
 import Hummingbird
 import HummingbirdCore
-import HummingbirdTLS
 import HummingbirdWebSocket
 import Logging
 import ServiceLifecycle
@@ -99,7 +98,7 @@ public final class SessionServer: Service, Sendable {
         // and WebSocket pings watch it. The head deadline covers the handshake
         // (and, with TLS, the TLS handshake before it).
         let http1 = limits.http1Configuration(logger: logger)
-        let tls = try configuration.tls.map { try $0.serverConfiguration }
+        let security = configuration.transportSecurity
         return Application(
             responder: makeResponder(),
             server: HTTPServerBuilder { responder in
@@ -110,8 +109,8 @@ public final class SessionServer: Service, Sendable {
                         await upgrade.shouldUpgrade(head, channel: channel, logger: logger)
                     },
                     headTimeout: limits.requestHeadTimeout)
-                guard let tls else { return plain }
-                return try TLSChannel(plain, tlsConfiguration: tls)
+                guard let security else { return plain }
+                return try security.secure(plain)
             },
             configuration: .init(
                 address: .hostname(configuration.host, port: configuration.port), serverName: "camagent-router",

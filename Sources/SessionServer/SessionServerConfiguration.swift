@@ -1,6 +1,6 @@
 @_exported import struct HTTPLimits.ServerLimits
 /// Where the router listens and how much it holds.
-public struct SessionServerConfiguration: Sendable, Equatable {
+public struct SessionServerConfiguration: Sendable {
     /// Address to bind: "127.0.0.1" (the default: this machine only), "0.0.0.0", "::", ...
     public var host: String
     /// TCP port; 0 asks the kernel for a free one (see `SessionServer.boundPort`).
@@ -10,14 +10,15 @@ public struct SessionServerConfiguration: Sendable, Equatable {
     public var maxBodySize: Int
     /// Connections, header sizes and slow clients (HTTPLimits).
     public var serverLimits: ServerLimits
-    /// HTTPS with this certificate and key (REST, signalling, WHIP, WHEP, the
-    /// session page); nil serves plain HTTP.
-    public var tls: RouterTLSIdentity?
+    /// What secures every connection (REST, signalling, WHIP, WHEP, the
+    /// session page): SessionServerTLS's `RouterTLSIdentity` serves HTTPS.
+    /// nil serves plain HTTP.
+    public var transportSecurity: (any RouterTransportSecurity)?
 
     public init(host: String = "127.0.0.1", port: Int = 8090, limits: RegistryLimits = RegistryLimits(),
                 maxBodySize: Int = 64 * 1024, serverLimits: ServerLimits = ServerLimits(),
-                tls: RouterTLSIdentity? = nil) {
-        self.tls = tls
+                transportSecurity: (any RouterTransportSecurity)? = nil) {
+        self.transportSecurity = transportSecurity
         self.serverLimits = serverLimits
         self.host = host
         self.port = port

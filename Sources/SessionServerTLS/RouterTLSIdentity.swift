@@ -1,6 +1,9 @@
 import Crypto
 import FoundationEssentials
+import HummingbirdCore
+import HummingbirdTLS
 import NIOSSL
+import SessionServer
 import SwiftASN1
 import X509
 
@@ -11,8 +14,9 @@ import Glibc
 /// What the router serves HTTPS with: a certificate chain and its private key
 /// (PEM), checked when loaded, plus the two digests people and browsers pin.
 /// Browsers let a page use the camera and microphone only on a secure origin,
-/// so a session page served to another machine needs this.
-public struct RouterTLSIdentity: Sendable, Equatable {
+/// so a session page served to another machine needs this. Give it to the
+/// router as `SessionServerConfiguration.transportSecurity`.
+public struct RouterTLSIdentity: RouterTransportSecurity, Equatable {
     public let certificateChainPEM: String
     public let privateKeyPEM: String
     /// SHA-256 of the leaf certificate (DER), as browsers show it: "AB:CD:…".
@@ -101,6 +105,11 @@ public struct RouterTLSIdentity: Sendable, Equatable {
 
     var serverConfiguration: TLSConfiguration {
         get throws { try Self.serverConfiguration(certificateChainPEM: certificateChainPEM, privateKeyPEM: privateKeyPEM) }
+    }
+
+    /// Each connection does the TLS handshake (NIOSSL) before its HTTP.
+    public func secure<Channel: ServerChildChannel>(_ channel: Channel) throws -> any ServerChildChannel {
+        try TLSChannel(channel, tlsConfiguration: serverConfiguration)
     }
 
     /// An ECDSA P-256 key and a certificate it signs itself, valid from an

@@ -4,6 +4,7 @@ import Logging
 import Publisher
 import ServiceLifecycle
 import SessionServer
+import SessionServerTLS
 import MediaTypes
 import Networking
 
@@ -146,7 +147,7 @@ struct RouterCommand: ParsableCommand {
             streams.stopAll()
         }
         let server = SessionServer(
-            configuration: SessionServerConfiguration(host: host, port: port, limits: limits, tls: tls),
+            configuration: SessionServerConfiguration(host: host, port: port, limits: limits, transportSecurity: tls),
             secret: secret, mediaEngine: RouterMediaEngine(router: streams, captions: captions), logger: logger)
 
         // The server runs in a ServiceGroup that turns SIGINT and SIGTERM into

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import SessionServer
+@testable import SessionServerTLS
 
 /// The router's HTTPS identity: the self-signed certificate made once and loaded
 /// again, and the errors for files that are missing, half there or not PEM.
