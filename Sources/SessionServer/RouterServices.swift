@@ -12,6 +12,8 @@ struct RouterServices: Sendable {
     /// One captions change at a time: what the registry says and what the
     /// engine does are read and done together, so two changes cannot cross.
     let captionsGate = CaptionsGate()
+    /// Relayed sessions: subscribers' offers waiting for their publisher's answer.
+    let relayedOffers = RelayedOffers()
 
     final class CaptionsGate: Sendable {
         let lock = PThreadLocked(())

@@ -42,6 +42,9 @@ struct RESTResponder: HTTPResponder {
         case 2 where parts == ["v2", "sessions"]:
             try only(method, .post)
             return try await createSession(request)
+        case 3 where parts[0...1] == ["v2", "sessions"]:
+            try only(method, .get, .head)
+            return try await describeSession(request, sessionID: parts[2], head: method == .head)
         case 4 where parts[0...1] == ["v2", "sessions"]:
             let sessionID = parts[2]
             switch parts[3] {
@@ -105,6 +108,21 @@ struct RESTResponder: HTTPResponder {
         var role: String?
         var expireIn: Int?
         var data: String?
+    }
+
+    private struct SessionDescription: Encodable {
+        var sessionId: String
+        var mediaMode: MediaMode
+        var createdAt: Int64
+    }
+
+    /// A session's media mode, for a client deciding how to publish into it
+    /// (a WHIP offer, or a relayed announcement): any token of the session, or the project's.
+    private func describeSession(_ request: Request, sessionID: String, head: Bool) async throws(APIError) -> Response {
+        _ = try await services.authorize(token: token(request), .session(sessionID, needs: nil))
+        guard let info = registry.session(sessionID) else { throw APIError(RegistryError.noSuchSession(sessionID)) }
+        return json(.ok, SessionDescription(sessionId: info.sessionID, mediaMode: info.mediaMode,
+                                            createdAt: info.createdAt.unixMilliseconds), head: head)
     }
 
     private func createToken(_ request: Request, sessionID: String) async throws(APIError) -> Response {
@@ -221,6 +239,10 @@ struct RESTResponder: HTTPResponder {
         let name = request.uri.queryParameters["name"].map { String($0.prefix(256)) } ?? ""
         // OpenTok's publishCaptions, for a WHIP client that has no signalling connection to say it on.
         let publishCaptions = request.uri.queryParameters["publishCaptions"].map(String.init) == "true"
+        if isJSON(request) {
+            return try await announceRelayedStream(request, context, sessionID: sessionID, claims: claims,
+                                                   connectionID: connectionID, name: name, publishCaptions: publishCaptions)
+        }
         let offer = try await readOffer(request)
         let streamID: String
         do { streamID = try registry.reserveStream(sessionID: sessionID, connectionID: connectionID) } catch { throw APIError(error) }
@@ -257,6 +279,57 @@ struct RESTResponder: HTTPResponder {
         if announced.0.hasCaptions { services.reconcileCaptions(sessionID: sessionID) }
         context.logger.info("stream published", metadata: ["session": "\(sessionID)", "stream": "\(streamID)", "connection": "\(announced.0.connectionId)"])
         return sdp(.created, media.answer, location: "/v2/sessions/\(sessionID)/publish/\(streamID)")
+    }
+
+    /// What a relayed stream's publisher says about it when it announces it
+    /// (its media never reaches the router, so the router cannot read it).
+    private struct RelayedStreamBody: Decodable {
+        var hasAudio: Bool
+        var hasVideo: Bool
+        var videoType: VideoType?
+        var width: Int?
+        var height: Int?
+    }
+
+    private struct AnnouncedStream: Encodable {
+        var streamId: String
+    }
+
+    /// A stream of a relayed session: announced by a signalling connection
+    /// (JSON, not a WHIP offer), which then answers each subscriber's offer
+    /// itself (`subscribeOffer`). 201 with `{"streamId"}` and the same
+    /// `Location` a WHIP stream has, whose DELETE ends it.
+    private func announceRelayedStream(_ request: Request, _ context: Context, sessionID: String, claims: ClientTokenClaims,
+                                       connectionID: String?, name: String, publishCaptions: Bool) async throws(APIError) -> Response {
+        if publishCaptions {
+            throw APIError(409, "captions need a routed session: in a relayed one the router never sees the audio")
+        }
+        let body = try await decodeJSON(RelayedStreamBody?.self, from: request, emptyMeans: nil)
+        guard let body else { throw APIError(400, "the announcement needs a JSON body: {\"hasAudio\",\"hasVideo\",\"width\",\"height\"}") }
+        var dimensions: (width: Int, height: Int)?
+        if let width = body.width, let height = body.height {
+            guard (0...ClientMessage.maxVideoWidth).contains(width), (0...ClientMessage.maxVideoHeight).contains(height) else {
+                throw APIError(400, "width and height must be 0x0 to \(ClientMessage.maxVideoWidth)x\(ClientMessage.maxVideoHeight)")
+            }
+            dimensions = (width, height)
+        }
+        let streamID: String
+        do {
+            streamID = try registry.reserveStream(sessionID: sessionID, connectionID: connectionID, mediaMode: .relayed,
+                                                  dimensions: dimensions)
+        } catch { throw APIError(error) }
+        let announced: (StreamInfo, SessionRegistry.MediaRelease?)
+        do {
+            // reserveStream made sure there is a connection.
+            announced = try registry.announceStream(
+                sessionID: sessionID, streamID: streamID, publisher: .connection(connectionID ?? ""), name: name,
+                hasAudio: body.hasAudio, hasVideo: body.hasVideo, videoType: body.videoType ?? .camera, tokenID: claims.tokenID)
+        } catch { throw APIError(error) }
+        context.logger.info("relayed stream announced", metadata: ["session": "\(sessionID)", "stream": "\(streamID)",
+                                                                  "connection": "\(announced.0.connectionId)"])
+        var response = json(.created, AnnouncedStream(streamId: streamID))
+        response.headers[.location] = "/v2/sessions/\(sessionID)/publish/\(streamID)"
+        return response
     }
 
     /// The engine's reports about one stream. Registry changes happen at
@@ -311,16 +384,20 @@ struct RESTResponder: HTTPResponder {
         do { subscriberID = try registry.reserveSubscriber(sessionID: sessionID, streamID: streamID) } catch { throw APIError(error) }
         let services = services
         let answer: String
-        do {
-            answer = try services.media.subscribe(streamID: streamID, subscriberID: subscriberID, offer: offer) { reason in
-                if services.registry.removeSubscriber(sessionID: sessionID, streamID: streamID, subscriberID: subscriberID) {
-                    services.logger.info("subscriber ended by its media", metadata: ["subscriber": "\(subscriberID)", "reason": "\(reason)"])
-                    Task { services.media.unsubscribe(subscriberID: subscriberID) }
+        if registry.session(sessionID)?.mediaMode == .relayed {
+            answer = try await relayedAnswer(offer, sessionID: sessionID, streamID: streamID, subscriberID: subscriberID)
+        } else {
+            do {
+                answer = try services.media.subscribe(streamID: streamID, subscriberID: subscriberID, offer: offer) { reason in
+                    if services.registry.removeSubscriber(sessionID: sessionID, streamID: streamID, subscriberID: subscriberID) {
+                        services.logger.info("subscriber ended by its media", metadata: ["subscriber": "\(subscriberID)", "reason": "\(reason)"])
+                        Task { services.media.unsubscribe(subscriberID: subscriberID) }
+                    }
                 }
+            } catch {
+                registry.cancelSubscriber(sessionID: sessionID, streamID: streamID, subscriberID: subscriberID)
+                throw APIError(error)
             }
-        } catch {
-            registry.cancelSubscriber(sessionID: sessionID, streamID: streamID, subscriberID: subscriberID)
-            throw APIError(error)
         }
         let tokenID = if case .client(let claims) = caller { claims.tokenID } else { String?.none }
         guard registry.confirmSubscriber(sessionID: sessionID, streamID: streamID, subscriberID: subscriberID, tokenID: tokenID) else {
@@ -329,6 +406,31 @@ struct RESTResponder: HTTPResponder {
         }
         context.logger.info("subscriber added", metadata: ["session": "\(sessionID)", "stream": "\(streamID)", "subscriber": "\(subscriberID)"])
         return sdp(.created, answer, location: "/v2/sessions/\(sessionID)/streams/\(streamID)/subscribe/\(subscriberID)")
+    }
+
+    /// Relayed sessions: the offer goes to the stream's publisher over its
+    /// signalling connection, and its answer comes back here (within
+    /// `RelayedOffers.timeout`); the media then goes between the two.
+    private func relayedAnswer(_ offer: String, sessionID: String, streamID: String,
+                               subscriberID: String) async throws(APIError) -> String {
+        let registry = registry
+        let outcome = await services.relayedOffers.awaitAnswer(subscriberID: subscriberID) {
+            registry.sendRelayedOffer(sessionID: sessionID, streamID: streamID, subscriberID: subscriberID, sdp: offer)
+        }
+        switch outcome {
+        case .answer(let sdp):
+            return sdp
+        case .refused(let code, let message):
+            registry.cancelSubscriber(sessionID: sessionID, streamID: streamID, subscriberID: subscriberID)
+            throw APIError(code, "the publisher of stream \(streamID) refused the offer: \(message)")
+        case .publisherGone:
+            registry.cancelSubscriber(sessionID: sessionID, streamID: streamID, subscriberID: subscriberID)
+            throw APIError(404, "stream \(streamID) ended before its publisher answered")
+        case .timedOut:
+            registry.cancelSubscriber(sessionID: sessionID, streamID: streamID, subscriberID: subscriberID)
+            throw APIError(503, "the publisher of stream \(streamID) did not answer within "
+                           + "\(RelayedOffers.timeout.components.seconds) s (relayed session: the publisher answers offers itself)")
+        }
     }
 
     /// WHEP's DELETE: by the token that subscribed, a moderator or the project.
@@ -350,6 +452,10 @@ struct RESTResponder: HTTPResponder {
     }
 
     /// The SDP offer of a WHIP or WHEP POST: application/sdp, not empty, UTF-8.
+    private func isJSON(_ request: Request) -> Bool {
+        request.headers[.contentType]?.split(separator: ";").first?.trimmingSpaces.lowercased() == "application/json"
+    }
+
     private func readOffer(_ request: Request) async throws(APIError) -> String {
         if let type = request.headers[.contentType],
            type.split(separator: ";").first?.trimmingSpaces.lowercased() != "application/sdp" {

@@ -11,7 +11,7 @@ enum RouterMetrics {
         metric("camagent_router_sessions", "gauge", "Sessions the router holds.", String(counts.sessions))
         metric("camagent_router_connections", "gauge", "Connections in all sessions (signalling and bare WHIP clients).", String(counts.connections))
         metric("camagent_router_streams", "gauge", "Streams published in all sessions.", String(counts.streams))
-        metric("camagent_router_subscribers", "gauge", "Subscribers of routed streams.", String(counts.subscribers))
+        metric("camagent_router_subscribers", "gauge", "Subscribers of the streams in all sessions (routed and relayed).", String(counts.subscribers))
         metric("camagent_router_forwarded_packets_total", "counter", "RTP and RTCP packets the media engine forwarded.", String(forwarding.packetsForwarded))
         metric("camagent_router_forwarded_bytes_total", "counter", "Bytes the media engine forwarded.", String(forwarding.bytesForwarded))
         metric("camagent_router_dropped_packets_total", "counter", "Packets the media engine dropped instead of forwarding.", String(forwarding.packetsDropped))

@@ -215,7 +215,8 @@ public final class SessionRegistry: Sendable {
             session.broadcast(jsonText(ServerMessage.ConnectionDestroyed(connectionId: connectionID, reason: reason)))
             state.sessions[sessionID] = session
             if reason == .forceDisconnected { connection.outbox?.close(reason: reason.rawValue) } else { connection.outbox?.finish() }
-            return release
+            // A relayed session's media never passed through the engine.
+            return session.info.mediaMode == .routed ? release : MediaRelease()
         }
     }
 
@@ -265,19 +266,26 @@ public final class SessionRegistry: Sendable {
     /// Reserves a place for a stream the media engine is about to answer
     /// (the stream limit counts it) and returns its new id. Without a
     /// connection, the bare WHIP client's connection to come must fit too.
-    func reserveStream(sessionID: String, connectionID: String?) throws(RegistryError) -> String {
+    /// `mediaMode` is how the stream comes: a WHIP offer (routed) or an
+    /// announcement by a signalling connection (relayed, with the size the
+    /// publisher says); it must be the session's.
+    func reserveStream(sessionID: String, connectionID: String?, mediaMode: MediaMode = .routed,
+                       dimensions: (width: Int, height: Int)? = nil) throws(RegistryError) -> String {
         try state.withLock { (state) throws(RegistryError) -> String in
             guard var session = state.sessions[sessionID] else { throw .noSuchSession(sessionID) }
             if let connectionID {
                 guard session.connectionIndex(connectionID) != nil else { throw .noSuchConnection(connectionID) }
             }
-            guard session.info.mediaMode == .routed else { throw .conflict(Self.relayedMediaMessage) }
+            guard session.info.mediaMode == mediaMode else {
+                throw .conflict(mediaMode == .routed ? Self.relayedMediaMessage : Self.routedAnnouncementMessage)
+            }
+            if mediaMode == .relayed && connectionID == nil { throw .conflict(Self.relayedNeedsConnectionMessage) }
             if connectionID == nil { try checkConnectionRoom(session) }
             guard session.streams.count + session.pendingStreams.count < limits.maxStreamsPerSession else {
                 throw .limitReached("session \(sessionID) has its maximum of \(limits.maxStreamsPerSession) streams")
             }
             let id = RandomID.make()
-            session.pendingStreams[id] = PendingStream()
+            session.pendingStreams[id] = PendingStream(dimensions: dimensions)
             state.sessions[sessionID] = session
             return id
         }
@@ -290,7 +298,12 @@ public final class SessionRegistry: Sendable {
         }
     }
 
-    public static let relayedMediaMessage = "relayed sessions carry media between clients; the router only signals (not built yet)"
+    public static let relayedMediaMessage = "relayed sessions carry media between clients, so the router takes no WHIP offer: "
+        + "a publisher announces its stream with a JSON body (application/json) and the connectionId of its signalling "
+        + "connection, which then answers each subscriber's offer (subscribeOffer)"
+    static let routedAnnouncementMessage = "this session is routed: publish with a WHIP offer (application/sdp), not an announcement"
+    static let relayedNeedsConnectionMessage = "a relayed stream needs ?connectionId= of its publisher's signalling "
+        + "connection: that connection answers the subscribers' offers"
 
     /// Announces a reserved stream: for a bare WHIP client first its
     /// connection (`connectionCreated` to the others), then `streamCreated`
@@ -361,6 +374,7 @@ public final class SessionRegistry: Sendable {
                     connectionId: connection.info.connectionId, reason: connectionReason)))
             }
             state.sessions[sessionID] = session
+            guard session.info.mediaMode == .routed else { return MediaRelease() }
             return MediaRelease(streamIDs: [streamID], subscriberIDs: stream.subscribers)
         }
     }
@@ -449,7 +463,6 @@ public final class SessionRegistry: Sendable {
         try state.withLock { (state) throws(RegistryError) -> String in
             guard var session = state.sessions[sessionID] else { throw .noSuchSession(sessionID) }
             guard let index = session.streamIndex(streamID) else { throw .noSuchStream(streamID) }
-            guard session.info.mediaMode == .routed else { throw .conflict(Self.relayedMediaMessage) }
             let stream = session.streams[index]
             guard stream.subscribers.count + stream.pendingSubscribers.count < limits.maxSubscribersPerStream else {
                 throw .limitReached("stream \(streamID) has its maximum of \(limits.maxSubscribersPerStream) subscribers")
@@ -479,6 +492,8 @@ public final class SessionRegistry: Sendable {
         state.withLock { state in
             guard var session = state.sessions[sessionID], let index = session.streamIndex(streamID) else { return }
             session.streams[index].pendingSubscribers.remove(subscriberID)
+            // A relayed publisher may have answered late: it lets go of the peer.
+            Self.tellRelayedPublisher(session, stream: index, unsubscribed: subscriberID)
             state.sessions[sessionID] = session
         }
     }
@@ -498,9 +513,49 @@ public final class SessionRegistry: Sendable {
                   var session = state.sessions[sessionID], let index = session.streamIndex(streamID) else { return false }
             session.streams[index].subscribers.removeAll { $0 == subscriberID }
             state.subscribers[subscriberID] = nil
+            Self.tellRelayedPublisher(session, stream: index, unsubscribed: subscriberID)
             state.sessions[sessionID] = session
             return true
         }
+    }
+
+    // MARK: Relayed media
+
+    /// Sends a subscriber's offer to the connection that publishes the
+    /// stream (`subscribeOffer`). Returns that connection's id, nil when the
+    /// subscriber is no longer waiting or the stream's publisher has no socket.
+    func sendRelayedOffer(sessionID: String, streamID: String, subscriberID: String, sdp: String) -> String? {
+        state.withLock { state -> String? in
+            guard let session = state.sessions[sessionID], session.info.mediaMode == .relayed,
+                  let index = session.streamIndex(streamID),
+                  session.streams[index].pendingSubscribers.contains(subscriberID) else { return nil }
+            let publisher = session.streams[index].info.connectionId
+            guard let connection = session.connectionIndex(publisher),
+                  let outbox = session.connections[connection].outbox else { return nil }
+            outbox.send(jsonText(ServerMessage.SubscribeOffer(subscriberId: subscriberID, streamId: streamID, sdp: sdp)))
+            return publisher
+        }
+    }
+
+    /// Whether `connectionID` publishes the stream that `subscriberID` waits
+    /// for: only that connection may answer the subscriber's offer.
+    func isAwaitingRelayedAnswer(sessionID: String, subscriberID: String, from connectionID: String) -> Bool {
+        state.withLock { state in
+            guard let session = state.sessions[sessionID], session.info.mediaMode == .relayed else { return false }
+            return session.streams.contains {
+                $0.info.connectionId == connectionID && $0.pendingSubscribers.contains(subscriberID)
+            }
+        }
+    }
+
+    /// `unsubscribe` to a relayed stream's publisher (nothing in a routed
+    /// session, where the media engine lets go of the subscriber).
+    private static func tellRelayedPublisher(_ session: SessionState, stream index: Int, unsubscribed subscriberID: String) {
+        guard session.info.mediaMode == .relayed else { return }
+        let info = session.streams[index].info
+        guard let connection = session.connectionIndex(info.connectionId) else { return }
+        session.connections[connection].outbox?.send(
+            jsonText(ServerMessage.Unsubscribe(subscriberId: subscriberID, streamId: info.streamId)))
     }
 
     /// `subscriberSettings`: kept per connection, for a subscriber of this session.

@@ -9,6 +9,11 @@ enum ClientMessage: Equatable {
     case publisherProperty(streamID: String, hasAudio: Bool?, hasVideo: Bool?, publishCaptions: Bool?)
     case subscriberSettings(subscriberID: String, settings: SubscriberSettings)
     case ping
+    /// Relayed sessions: the publisher's answer to a `subscribeOffer`.
+    case subscribeAnswer(subscriberID: String, sdp: String)
+    /// Relayed sessions: the publisher refuses a `subscribeOffer`; `code` 400
+    /// (an offer it cannot answer) or 503 (no room), passed to the subscriber.
+    case subscribeError(subscriberID: String, code: Int, message: String)
 
     /// Largest text message read; a larger one gets an `error` (413).
     static let maxMessageBytes = 64 * 1024
@@ -45,6 +50,17 @@ enum ClientMessage: Equatable {
         var subscribeToCaptions: Bool?
         var preferredResolution: Resolution?
         var preferredFrameRate: Double?
+    }
+
+    private struct SubscribeAnswerFields: Decodable {
+        var subscriberId: String
+        var sdp: String
+    }
+
+    private struct SubscribeErrorFields: Decodable {
+        var subscriberId: String
+        var code: Int?
+        var message: String
     }
 
     /// Decodes and checks one text message.
@@ -99,8 +115,17 @@ enum ClientMessage: Equatable {
                 preferredResolution: fields.preferredResolution.map { ($0.width, $0.height) },
                 preferredFrameRate: fields.preferredFrameRate)
             return .subscriberSettings(subscriberID: fields.subscriberId, settings: settings)
+        case "subscribeAnswer":
+            let fields = try decode(SubscribeAnswerFields.self, bytes, type)
+            guard fields.sdp.hasPrefix("v=0") else { throw SignallingRefusal(400, "subscribeAnswer: sdp is not an SDP answer") }
+            return .subscribeAnswer(subscriberID: fields.subscriberId, sdp: fields.sdp)
+        case "subscribeError":
+            let fields = try decode(SubscribeErrorFields.self, bytes, type)
+            // Only what a WHEP client can act on: its offer (400) or no room (503).
+            let code = fields.code == 400 ? 400 : 503
+            return .subscribeError(subscriberID: fields.subscriberId, code: code, message: String(fields.message.prefix(500)))
         default:
-            throw SignallingRefusal(400, "unknown message type \"\(type.prefix(40))\"; the types are signal, publisherProperty, subscriberSettings, ping")
+            throw SignallingRefusal(400, "unknown message type \"\(type.prefix(40))\"; the types are signal, publisherProperty, subscriberSettings, subscribeAnswer, subscribeError, ping")
         }
     }
 

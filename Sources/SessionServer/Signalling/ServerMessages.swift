@@ -75,6 +75,24 @@ enum ServerMessage {
         var isFinal: Bool
     }
 
+    /// Relayed sessions: a subscriber's WHEP offer, to the connection that
+    /// publishes the stream, which answers with `subscribeAnswer` (or refuses
+    /// with `subscribeError`) and then carries the media itself.
+    struct SubscribeOffer: Encodable {
+        var type = "subscribeOffer"
+        var subscriberId: String
+        var streamId: String
+        var sdp: String
+    }
+
+    /// Relayed sessions: a subscriber left (WHEP DELETE, or its offer was
+    /// given up): its publisher lets go of that peer.
+    struct Unsubscribe: Encodable {
+        var type = "unsubscribe"
+        var subscriberId: String
+        var streamId: String
+    }
+
     struct Pong: Encodable {
         var type = "pong"
     }

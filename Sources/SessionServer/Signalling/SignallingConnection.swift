@@ -47,6 +47,8 @@ struct SignallingConnection: Sendable {
                 reason = .networkDisconnected
             }
             if outbox.overflowed { reason = .networkDisconnected }
+            // Relayed offers waiting for this connection's answer fail now.
+            services.relayedOffers.publisherLeft(connectionID: connectionID)
             // A no-op after a forced disconnect: the registry already removed it.
             let release = services.registry.disconnect(sessionID: sessionID, connectionID: connectionID, reason: reason)
             services.release(release)
@@ -80,6 +82,17 @@ struct SignallingConnection: Sendable {
         }
     }
 
+    /// A publisher's reply to a relayed `subscribeOffer`: only the stream's
+    /// own connection may give it, and only while the subscriber waits.
+    private func relayedOutcome(_ outcome: RelayedOffers.Outcome, for subscriberID: String,
+                                from connectionID: String) throws(SignallingRefusal) {
+        guard services.registry.isAwaitingRelayedAnswer(sessionID: sessionID, subscriberID: subscriberID, from: connectionID),
+              services.relayedOffers.resolve(subscriberID, outcome) else {
+            throw SignallingRefusal(404, "no offer of subscriber \(subscriberID.prefix(128)) waits for this connection's answer "
+                                    + "(it was answered, given up after \(RelayedOffers.timeout.components.seconds) s, or is another's)")
+        }
+    }
+
     private func handle(_ message: WebSocketMessage, connectionID: String, logger: Logger) {
         let registry = services.registry
         let parsed: ClientMessage
@@ -98,6 +111,10 @@ struct SignallingConnection: Sendable {
                     sessionID: sessionID, streamID: streamID, requester: connectionID, hasAudio: hasAudio, hasVideo: hasVideo,
                     publishCaptions: publishCaptions)
                 if publishCaptions != nil || hasAudio != nil { services.reconcileCaptions(sessionID: sessionID) }
+            case .subscribeAnswer(let subscriberID, let sdp):
+                try relayedOutcome(.answer(sdp: sdp), for: subscriberID, from: connectionID)
+            case .subscribeError(let subscriberID, let code, let message):
+                try relayedOutcome(.refused(code: code, message: message), for: subscriberID, from: connectionID)
             case .subscriberSettings(let subscriberID, let settings):
                 try registry.storeSubscriberSettings(
                     sessionID: sessionID, connectionID: connectionID, subscriberID: subscriberID, settings: settings)
