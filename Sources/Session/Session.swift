@@ -41,6 +41,7 @@ public final class Session: Sendable {
         var reader: StoppableThread?
         var connectionId: String?
         var capabilities: SessionCapabilities?
+        var mediaMode: SessionMediaMode?
         var streams: [SessionStream] = []
         weak var delegate: (any SessionDelegate)?
         var ended = false
@@ -67,6 +68,8 @@ public final class Session: Sendable {
 
     public var connectionId: String? { state.withLock { $0.connectionId } }
     public var capabilities: SessionCapabilities? { state.withLock { $0.capabilities } }
+    /// Known once connected.
+    public var mediaMode: SessionMediaMode? { state.withLock { $0.mediaMode } }
     /// The session's streams now, oldest first.
     public var streams: [SessionStream] { state.withLock { $0.streams } }
 
@@ -102,10 +105,12 @@ public final class Session: Sendable {
                 socket.close()
                 throw .protocolError("the first message is not `connected`: \(text.prefix(200))")
             }
+            let mode = (try? JSONDecoder().decode(Incoming.self, from: Data(text.utf8)))?.mediaMode
             state.withLock { s in
                 s.socket = socket
                 s.connectionId = id
                 s.capabilities = capabilities
+                s.mediaMode = mode.flatMap(SessionMediaMode.init(rawValue:)) ?? .routed
                 s.streams = streams
             }
             deliver(event)
@@ -151,6 +156,83 @@ public final class Session: Sendable {
         if let hasVideo { message["hasVideo"] = hasVideo }
         if let publishCaptions { message["publishCaptions"] = publishCaptions }
         try send(message)
+    }
+
+    // MARK: Publishing into a relayed session
+
+    /// The media mode of the session at `url`, asked before joining it (GET
+    /// /v2/sessions/SID with any token of that session).
+    public static func mediaMode(url: String, token: String, timeout: Double = 10,
+                                 trustedCertificatesFile: String? = nil) throws(SessionError) -> SessionMediaMode {
+        var base = url
+        while base.hasSuffix("/") { base.removeLast() }
+        let response = try rest("GET", base, token: token.trimmingCharacters(in: .whitespacesAndNewlines), body: nil,
+                                timeout: timeout, trustedCertificatesFile: trustedCertificatesFile)
+        struct Description: Decodable { var mediaMode: SessionMediaMode }
+        guard response.status == 200, let description = try? JSONDecoder().decode(Description.self, from: Data(response.body)) else {
+            throw refusal(response)
+        }
+        return description.mediaMode
+    }
+
+    /// Announces a stream this connection publishes in a relayed session
+    /// (streamCreated to everyone) and returns its id. The router then
+    /// passes each subscriber's offer here as `subscribeOffer`.
+    public func announceRelayedStream(name: String, hasAudio: Bool, hasVideo: Bool,
+                                      width: Int, height: Int) throws(SessionError) -> String {
+        guard let connectionId else { throw .notConnected }
+        let body: [String: Any] = ["hasAudio": hasAudio, "hasVideo": hasVideo, "videoType": "camera",
+                                   "width": width, "height": height]
+        let data = (try? JSONSerialization.data(withJSONObject: body, options: [.sortedKeys])) ?? Data()
+        var query = "connectionId=\(connectionId)"
+        if !name.isEmpty {
+            query += "&name=" + (name.addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed.subtracting(CharacterSet(charactersIn: "&=+"))) ?? "")
+        }
+        let response = try Self.rest("POST", "\(sessionURL)/publish?\(query)", token: token, body: Array(data),
+                                     timeout: timeout, trustedCertificatesFile: trustedCertificatesFile)
+        struct Announced: Decodable { var streamId: String }
+        guard response.status == 201, let announced = try? JSONDecoder().decode(Announced.self, from: Data(response.body)) else {
+            throw Self.refusal(response)
+        }
+        return announced.streamId
+    }
+
+    /// Ends a stream announced with `announceRelayedStream` (streamDestroyed, clientDisconnected).
+    public func endRelayedStream(streamId: String) throws(SessionError) {
+        let response = try Self.rest("DELETE", "\(sessionURL)/publish/\(streamId)", token: token, body: nil,
+                                     timeout: timeout, trustedCertificatesFile: trustedCertificatesFile)
+        guard response.status == 204 else { throw Self.refusal(response) }
+    }
+
+    /// The answer to a `subscribeOffer`: the subscriber's WHEP request gets it.
+    public func answerOffer(subscriberId: String, sdp: String) throws(SessionError) {
+        try send(["type": "subscribeAnswer", "subscriberId": subscriberId, "sdp": sdp])
+    }
+
+    /// Refuses a `subscribeOffer`: `code` 400 (an offer this publisher
+    /// cannot answer) or 503 (no room), passed to the subscriber with `message`.
+    public func refuseOffer(subscriberId: String, code: Int, message: String) throws(SessionError) {
+        try send(["type": "subscribeError", "subscriberId": subscriberId, "code": code, "message": message])
+    }
+
+    private static func rest(_ method: String, _ url: String, token: String, body: [UInt8]?, timeout: Double,
+                             trustedCertificatesFile: String?) throws(SessionError) -> PlainHTTPResponse {
+        var headers = [("Authorization", "Bearer \(token)")]
+        if body != nil { headers.append(("Content-Type", "application/json")) }
+        do {
+            return try plainHTTPRequest(method: method, url: url, headers: headers, body: body ?? [], timeout: timeout,
+                                        trustedCertificatesFile: trustedCertificatesFile)
+        } catch {
+            throw .signalling(error)
+        }
+    }
+
+    /// The router's `{"code","message"}` as an error.
+    private static func refusal(_ response: PlainHTTPResponse) -> SessionError {
+        struct Refusal: Decodable { var message: String }
+        let message = (try? JSONDecoder().decode(Refusal.self, from: Data(response.body)))?.message
+            ?? String(decoding: response.body.prefix(200), as: UTF8.self)
+        return .refused(status: response.status, message: message)
     }
 
     /// The WHEP endpoint of a stream, tied to this connection.
@@ -287,6 +369,8 @@ public final class Session: Sendable {
         var subscriberId: String?
         var code: Int?
         var message: String?
+        var mediaMode: String?
+        var sdp: String?
     }
 
     /// Any JSON value, kept as its JSON text (stream properties and signal data are of several types).
@@ -341,6 +425,12 @@ public final class Session: Sendable {
                 : .videoDisableWarningLifted(subscriberId: id)
         case "error":
             return .error(code: m.code, message: m.message ?? "")
+        case "subscribeOffer":
+            guard let subscriber = m.subscriberId, let stream = m.streamId, let sdp = m.sdp else { return nil }
+            return .subscribeOffer(subscriberId: subscriber, streamId: stream, sdp: sdp)
+        case "unsubscribe":
+            guard let subscriber = m.subscriberId, let stream = m.streamId else { return nil }
+            return .unsubscribe(subscriberId: subscriber, streamId: stream)
         default:
             return nil   // pong, and messages of later versions
         }

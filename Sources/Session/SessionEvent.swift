@@ -26,8 +26,19 @@ public enum SessionEvent: Sendable, Equatable {
     case videoDisableWarning(subscriberId: String)
     case videoDisableWarningLifted(subscriberId: String)
     case error(code: Int?, message: String)
+    /// Relayed sessions, to the connection that publishes `streamId`: a
+    /// subscriber's offer, to answer with `answerOffer` (or `refuseOffer`).
+    case subscribeOffer(subscriberId: String, streamId: String, sdp: String)
+    /// Relayed sessions: that subscriber left; its publisher lets go of it.
+    case unsubscribe(subscriberId: String, streamId: String)
     /// The WebSocket ended (the router closed it, the network went, or `disconnect`).
     case disconnected(reason: String)
+}
+
+/// How a session's media travels: through the router, or between the clients
+/// (the router passes subscribers' offers to the publishing client).
+public enum SessionMediaMode: String, Sendable, Codable {
+    case routed, relayed
 }
 
 /// Why a session could not be joined or used.
@@ -40,6 +51,8 @@ public enum SessionError: Error, Sendable, CustomStringConvertible {
     case timedOut(seconds: Double)
     /// The session is not connected (never, or any more).
     case notConnected
+    /// The router's REST API said no: its status and message.
+    case refused(status: Int, message: String)
 
     public var description: String {
         switch self {
@@ -47,6 +60,7 @@ public enum SessionError: Error, Sendable, CustomStringConvertible {
         case .protocolError(let why): "the router's signalling: \(why)"
         case .timedOut(let s): "the router did not confirm the session within \(Int(s)) s"
         case .notConnected: "the session is not connected"
+        case .refused(let status, let message): "the router refused (\(status)): \(message)"
         }
     }
 }

@@ -6,6 +6,7 @@ import MediaFiles
 import MediaTypes
 import Networking
 import Publisher
+import Session
 import VideoSources
 import ViewerServer
 import WHIP
@@ -154,6 +155,9 @@ struct PublishCommand: ParsableCommand {
         // Read (or made) before any device opens: a bad token file fails at once (exit 78).
         let fileToken = try viewerTokenFile.map(loadViewerToken)
 
+        // A relayed session takes no WHIP: this client answers its subscribers itself.
+        let relayedSession = try session.flatMap { url in try isRelayed(url) ? url : nil }
+
         // Captions are recognised from the stream's audio: without audio, OpenTok's MissingAudioTrack.
         if captions && audio == "none" {
             printError("camagent: MissingAudioTrack: --captions needs audio to recognise, and --audio none publishes none")
@@ -200,7 +204,7 @@ struct PublishCommand: ParsableCommand {
         }
 
         // The built-in server runs when asked for, and always without a WHIP server.
-        let firstEndpoint = whipEndpoint(streamName: nil)
+        let firstEndpoint = relayedSession ?? whipEndpoint(streamName: nil)
         let listenAddress = (listen ?? (firstEndpoint == nil ? "0.0.0.0:8080" : nil)).flatMap(parseListenAddress)
         var settings = PublisherSettings()
         settings.codecPreference = [codec]
@@ -217,7 +221,7 @@ struct PublishCommand: ParsableCommand {
             let microphone = index == 0 ? audioDevice : nil
             // In a session, several cameras are several streams: each is named after its camera.
             let streamName = several ? "camera \(index + 1): \(capture?.captureSettings?.device ?? "audio")" : nil
-            let whip = whipEndpoint(streamName: streamName)
+            let whip = relayedSession == nil ? whipEndpoint(streamName: streamName) : nil
             var signaling: WHIPSignaling?
             if let whip {
                 do {
@@ -248,10 +252,11 @@ struct PublishCommand: ParsableCommand {
             }
             negotiated.audioDevice = microphone?.captureSettings?.device
             if json { cameraOut.emit(negotiated) } else {
-                let targets = [whip, listenAddress.map { "viewers on \($0.host):\($0.port)" }].compactMap { $0 }
+                let targets = [whip, relayedSession.map { "session \($0) (relayed)" }, listenAddress.map { "viewers on \($0.host):\($0.port)" }].compactMap { $0 }
                 cameraOut.say("publish:   \(negotiated.codec)\(negotiated.audioCodec.map { " + \($0)" } ?? "") to \(targets.joined(separator: " and "))")
             }
-            cameras.append(PublishedCamera(publisher: publisher, out: cameraOut, negotiated: negotiated))
+            cameras.append(PublishedCamera(publisher: publisher, out: cameraOut, negotiated: negotiated,
+                                           streamName: streamName ?? ""))
         }
 
         let stopRequested = PThreadLocked(false)
@@ -282,6 +287,20 @@ struct PublishCommand: ParsableCommand {
             }
             for camera in cameras { camera.out.serving(server!, listenHost: listenAddress.host, tokenFile: viewerTokenFile) }
         }
+        var relay: RelayedSessionPublishing?
+        if let relayedSession {
+            do {
+                relay = try RelayedSessionPublishing.start(
+                    url: relayedSession, token: token ?? "", timeout: httpTimeout, allowInsecureTLS: insecureTLS,
+                    trustedCertificatesFile: tlsCA, cameras: cameras.map(\.relayedCamera), logger: logger) { text in out.say(text) }
+            } catch {
+                for camera in cameras { camera.publisher.unpublish() }
+                server?.stop()
+                out.finishStatusLine()
+                printError("camagent: cannot publish into the relayed session \(relayedSession): \(error)")
+                throw ExitCode(Self.exitCode(for: error))
+            }
+        }
         let what = cameras.map { camera in camera.negotiated.device.map { "\($0) \(camera.negotiated.size ?? "")" } ?? "audio" }
         let targets = [firstEndpoint, listenAddress.map { "viewers on \($0.host):\(server?.server.boundPort ?? $0.port)" }].compactMap { $0 }
         service.ready(status: "Publishing \(what.joined(separator: ", ")) to \(targets.joined(separator: " and "))")
@@ -290,6 +309,7 @@ struct PublishCommand: ParsableCommand {
         while !stopRequested.withLock({ $0 }) {
             if let duration, (MonotonicTimestamp.now() - started).secondsDouble >= duration { break }
             if cameras.contains(where: { $0.publisher.state == .failed }) { break }
+            if relay?.endReason != nil { break }
             Thread.sleep(forTimeInterval: 0.1)
             service.loopTurned()
             if MonotonicTimestamp.now() >= nextStats {
@@ -301,13 +321,38 @@ struct PublishCommand: ParsableCommand {
         // The first camera that failed says how it ended; the others stop with it.
         let failed = cameras.first { $0.publisher.state == .failed }?.publisher
         let failure = failed.map { $0.failure ?? .connection(.peerClosed) }
-        service.stopping(status: failure.map { "Stopping: \($0)" } ?? "Stopping")
+        let relayEnded = relay?.endReason
+        service.stopping(status: failure.map { "Stopping: \($0)" } ?? relayEnded.map { "Stopping: \($0)" } ?? "Stopping")
+        relay?.stop()
         for camera in cameras { camera.publisher.unpublish() }
         server?.stop()
         out.finishStatusLine()
         for (camera, final) in zip(cameras, finals) { camera.out.summary(final) }
         // The exit code says what ended it: a lost camera is 74, a dropped session 83.
         if let failure { throw ExitCode(ExitCodes.code(for: failure)) }
+        if let relayEnded {
+            printError("camagent: \(relayEnded)")
+            throw ExitCode(ExitCodes.connectionFailed)
+        }
+    }
+
+    /// Whether the --session is relayed (asked of the router before any device opens).
+    private func isRelayed(_ url: String) throws -> Bool {
+        do {
+            return try Session.mediaMode(url: url, token: token ?? "", timeout: httpTimeout,
+                                         trustedCertificatesFile: tlsCA) == .relayed
+        } catch {
+            printError("camagent: cannot reach the session \(url): \(error)")
+            throw ExitCode(Self.exitCode(for: error))
+        }
+    }
+
+    /// A session's refusal as WHIP's would be: 401/403 the token (81), any other status 82.
+    private static func exitCode(for error: SessionError) -> Int32 {
+        switch error {
+        case .refused(let status, _): status == 401 || status == 403 ? ExitCodes.unauthorized : ExitCodes.serverRefused
+        default: ExitCodes.code(for: error)
+        }
     }
 }
 
@@ -316,6 +361,15 @@ struct PublishedCamera {
     let publisher: Publisher
     let out: EventPrinter
     let negotiated: NegotiatedSummary
+    /// Its stream's name in a session (several cameras), "" otherwise.
+    var streamName = ""
+
+    /// What a relayed session is told about this stream.
+    var relayedCamera: RelayedSessionPublishing.Camera {
+        let size = negotiated.size?.split(separator: "x").compactMap { Int($0) } ?? []
+        return .init(publisher: publisher, name: streamName, hasAudio: negotiated.audioCodec != nil,
+                     hasVideo: negotiated.size != nil, width: size.first ?? 0, height: size.count == 2 ? size[1] : 0)
+    }
 }
 
 /// "1.2.3.4:3478" or "[::1]:3478".

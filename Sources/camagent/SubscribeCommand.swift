@@ -326,6 +326,7 @@ extension ExitCodes {
         case .signalling(let e): code(for: SubscriberError.signalling(e))
         case .protocolError, .timedOut: serverRefused
         case .notConnected: connectionFailed
+        case .refused(let status, _): status == 401 || status == 403 ? unauthorized : status == 404 ? noSuchStream : serverRefused
         }
     }
 }

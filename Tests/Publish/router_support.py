@@ -57,7 +57,7 @@ def in_namespace(net, function, timeout=60):
     return outcome["value"]
 
 
-def request(method, url, token=None, body=None, headers=None, context=None):
+def request(method, url, token=None, body=None, headers=None, context=None, timeout=WAIT):
     """One HTTP call (blocking; call it on a namespace thread): (status, headers, body).
     A dict body goes as JSON; a JSON answer comes back parsed, anything else as text.
     `context` is the ssl.SSLContext an https:// URL is checked with."""
@@ -70,7 +70,7 @@ def request(method, url, token=None, body=None, headers=None, context=None):
     data = body.encode() if body is not None else None
     req = urllib.request.Request(url, data=data, method=method, headers=headers)
     try:
-        with urllib.request.urlopen(req, timeout=WAIT, context=context) as response:
+        with urllib.request.urlopen(req, timeout=timeout, context=context) as response:
             status, answer_headers, raw = response.status, dict(response.headers), response.read()
     except urllib.error.HTTPError as e:
         status, answer_headers, raw = e.code, dict(e.headers), e.read()

@@ -50,6 +50,12 @@ struct SessionClientTests {
                 == .caption(streamId: "s1", text: "hello", isFinal: true))
         #expect(Session.parse(#"{"type":"signal","signalType":"chat","data":"hi","from":"c2"}"#)
                 == .signal(type: "chat", data: "hi", from: "c2"))
+        // Relayed sessions: an offer to answer, and a subscriber that left.
+        #expect(Session.parse(#"{"type":"subscribeOffer","subscriberId":"u1","streamId":"s1","sdp":"v=0\r\n"}"#)
+                == .subscribeOffer(subscriberId: "u1", streamId: "s1", sdp: "v=0\r\n"))
+        #expect(Session.parse(#"{"type":"unsubscribe","subscriberId":"u1","streamId":"s1"}"#)
+                == .unsubscribe(subscriberId: "u1", streamId: "s1"))
+        #expect(Session.parse(#"{"type":"subscribeOffer","subscriberId":"u1"}"#) == nil)
         #expect(Session.parse(#"{"type":"pong"}"#) == nil)
         #expect(Session.parse("not json") == nil)
     }
