@@ -155,14 +155,13 @@ struct PublishCommand: ParsableCommand {
         // Read (or made) before any device opens: a bad token file fails at once (exit 78).
         let fileToken = try viewerTokenFile.map(loadViewerToken)
 
-        // A relayed session takes no WHIP: this client answers its subscribers itself.
-        let relayedSession = try session.flatMap { url in try isRelayed(url) ? url : nil }
-
         // Captions are recognised from the stream's audio: without audio, OpenTok's MissingAudioTrack.
         if captions && audio == "none" {
             printError("camagent: MissingAudioTrack: --captions needs audio to recognise, and --audio none publishes none")
             throw ExitCode(ExitCodes.missingAudioTrack)
         }
+        // A relayed session takes no WHIP: this client answers its subscribers itself.
+        let relayedSession = try session.flatMap { url in try isRelayed(url) ? url : nil }
         // Audio first: a missing sound card should fail before the camera opens.
         var audioDevice: (any AudioDevice)?
         let format = AudioFormat(sampleRate: 48_000, channels: channels)
@@ -342,7 +341,9 @@ struct PublishCommand: ParsableCommand {
             return try Session.mediaMode(url: url, token: token ?? "", timeout: httpTimeout,
                                          trustedCertificatesFile: tlsCA) == .relayed
         } catch {
-            printError("camagent: cannot reach the session \(url): \(error)")
+            var reason = error.description
+            if case .signalling(let e) = error { reason = e.description.hasPrefix("WHIP: ") ? String(e.description.dropFirst(6)) : e.description }
+            printError("camagent: cannot reach the session \(url): \(reason)")
             throw ExitCode(Self.exitCode(for: error))
         }
     }
