@@ -215,6 +215,13 @@ public final class Session: Sendable {
         try send(["type": "subscribeError", "subscriberId": subscriberId, "code": code, "message": message])
     }
 
+    /// Tells the router that this publisher's connection to a subscriber
+    /// ended without the subscriber's DELETE (its ICE consent stopped), so
+    /// the router stops counting it.
+    public func subscriberLeft(subscriberId: String) throws(SessionError) {
+        try send(["type": "subscriberLeft", "subscriberId": subscriberId])
+    }
+
     private static func rest(_ method: String, _ url: String, token: String, body: [UInt8]?, timeout: Double,
                              trustedCertificatesFile: String?) throws(SessionError) -> PlainHTTPResponse {
         var headers = [("Authorization", "Bearer \(token)")]

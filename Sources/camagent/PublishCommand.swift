@@ -215,6 +215,8 @@ struct PublishCommand: ParsableCommand {
         settings.viewerConsentTimeout = viewerTimeout
 
         var cameras: [PublishedCamera] = []
+        // Set once the relayed session is joined (after the publishers exist), read by their events.
+        let relayed = PThreadLocked<RelayedSessionPublishing?>(nil)
         for (index, capture) in captures.enumerated() {
             let cameraOut = several ? out.forCamera(index + 1) : out
             let microphone = index == 0 ? audioDevice : nil
@@ -237,6 +239,10 @@ struct PublishCommand: ParsableCommand {
                 publisher = try Publisher(settings: cameraSettings, videoCapture: capture, audioDevice: microphone,
                                           signaling: signaling, logger: logger) { event in
                     cameraOut.event(event)
+                    // A relayed subscriber that vanished: the router is told (see RelayedSessionPublishing).
+                    if case .viewerLeft(let id, let reason) = event {
+                        relayed.withLock { $0 }?.viewerLeft(viewerID: id, reason: reason)
+                    }
                 }
             } catch { throw fail(error) }
 
@@ -292,6 +298,7 @@ struct PublishCommand: ParsableCommand {
                 relay = try RelayedSessionPublishing.start(
                     url: relayedSession, token: token ?? "", timeout: httpTimeout, allowInsecureTLS: insecureTLS,
                     trustedCertificatesFile: tlsCA, cameras: cameras.map(\.relayedCamera), logger: logger) { text in out.say(text) }
+                relayed.withLock { $0 = relay }
             } catch {
                 for camera in cameras { camera.publisher.unpublish() }
                 server?.stop()

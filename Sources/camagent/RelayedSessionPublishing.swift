@@ -137,6 +137,22 @@ final class RelayedSessionPublishing: SessionDelegate, Sendable {
         say("session:   subscriber \(subscriberID) answered (stream \(streamID))")
     }
 
+    /// A publisher's viewer ended (a subscriber that vanished without its
+    /// DELETE: ICE consent stopped). The router is told, so it stops counting
+    /// the subscriber; a viewer let go of on the router's word is no longer here.
+    func viewerLeft(viewerID: String, reason: String) {
+        let subscriberID = state.withLock { s -> String? in
+            guard let entry = s.viewers.first(where: { $0.value.viewerID == viewerID }) else { return nil }
+            s.viewers[entry.key] = nil
+            return entry.key
+        }
+        guard let subscriberID else { return }
+        say("session:   subscriber \(subscriberID) gone (\(reason))")
+        do { try session.subscriberLeft(subscriberId: subscriberID) } catch {
+            logger.notice("subscriberLeft for \(subscriberID) not sent: \(error)")
+        }
+    }
+
     private func refuse(_ subscriberID: String, code: Int, _ message: String) {
         logger.notice("offer of subscriber \(subscriberID) refused: \(message)")
         try? session.refuseOffer(subscriberId: subscriberID, code: code, message: message)

@@ -44,10 +44,10 @@ def start_aiortc_publisher(net, workdir, url, token, y4m, duration):
                            "aiortc-publisher", workdir))
 
 
-def start_camagent_publisher(net, workdir, session_url, token, duration, fps=15):
+def start_camagent_publisher(net, workdir, session_url, token, duration, fps=15, extra=()):
     return drain(net.start([BIN, "publish", "--device", "test-pattern", "--audio", "test-tone", "--session", session_url,
                             "--token", token, "--codec", "vp8", "--size", "640x480", "--fps", str(fps), "--bitrate",
-                            "800", "--duration", str(duration), "--json"], "camagent-publisher", workdir))
+                            "800", "--duration", str(duration), "--json", *extra], "camagent-publisher", workdir))
 
 
 def start_gst_publisher(net, workdir, url, token, duration, fps=15):

@@ -13,20 +13,57 @@ import json
 import os
 import re
 import signal
+import time
 
 import websockets
 
-from publish_support import BIN, HERE, PY, check_audio, check_video
+from publish_support import BIN, HERE, PY, check_audio, check_video, output_lines
 from router_support import WAIT, Router, SessionWatcher, in_namespace, request
 from test_router_media import WATCH, start_camagent_publisher, subscriber_result
 from test_subscribe import check_pattern_y4m
 
 OFFER_WAIT = 10  # seconds the router waits for a relayed publisher's answer
+VIEWER_TIMEOUT = 6  # the publisher's --viewer-timeout: a silent subscriber is dropped after it
+
+
+def start_whep_viewer(net, workdir, url, token, name, *how):
+    summary = os.path.join(workdir, f"{name}.json")
+    proc = net.start([PY, os.path.join(HERE, "whep_viewer.py"), "--url", url, "--token", token, *how,
+                      "--summary", summary, "-v"], name, workdir)
+    proc.summary_path = summary
+    return proc
+
+
+def wait_for_subscribers(router, count, timeout=30):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if router.metrics()["camagent_router_subscribers"] == count:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"the router still counts {router.metrics()['camagent_router_subscribers']} subscribers, "
+                         f"not {count}, after {timeout} s\n{router.log()}")
 
 
 def media_counters(router):
     metrics = router.metrics()
     return {k: v for k, v in metrics.items() if k.startswith("camagent_router_forwarded")}
+
+
+def publisher_says(publisher, check, timeout=WAIT):
+    """The publisher's log once check(log) holds (it prints what the router told it a moment
+    after the router's own counts change); fails the test with the log if it never does."""
+    deadline = time.monotonic() + timeout
+    while True:
+        log = open(publisher.log_path).read()
+        if check(log):
+            return log
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the publisher's log never showed it:\n{log[-3000:]}")
+        time.sleep(0.2)
+
+
+def subscribers_in(log, what):
+    return re.findall(rf"subscriber (\S+) {what}", log)
 
 
 def test_camagent_answers_its_relayed_subscribers_and_no_media_passes_the_router(net, workdir):
@@ -36,7 +73,8 @@ def test_camagent_answers_its_relayed_subscribers_and_no_media_passes_the_router
     watcher = SessionWatcher(net, url, router.token(session, "subscriber"))
     watcher.wait_for("connected", lambda m: m["mediaMode"] == "relayed")
 
-    publisher = start_camagent_publisher(net, workdir, url, router.token(session, "publisher"), duration=60)
+    publisher = start_camagent_publisher(net, workdir, url, router.token(session, "publisher"), duration=90,
+                                         extra=("--viewer-timeout", str(VIEWER_TIMEOUT)))
     stream = router.wait_for_streams(session, 1)[0]
     # The announcement says what the router cannot see for itself.
     assert (stream["hasVideo"], stream["hasAudio"], stream["width"], stream["height"]) == (True, True, 640, 480), stream
@@ -46,10 +84,8 @@ def test_camagent_answers_its_relayed_subscribers_and_no_media_passes_the_router
     # aiortc subscribes over the router's WHEP endpoint; camagent answers it. It leaves
     # with a DELETE: the router tells camagent, which lets go of that peer.
     subscriber = router.token(session, "subscriber")
-    proc = net.start([PY, os.path.join(HERE, "whep_viewer.py"), "--url", f"{url}/streams/{stream['streamId']}/subscribe",
-                      "--token", subscriber, "--leave-after", str(WATCH), "--summary", os.path.join(workdir, "aiortc.json"),
-                      "-v"], "relayed-aiortc", workdir)
-    proc.summary_path = os.path.join(workdir, "aiortc.json")
+    whep = f"{url}/streams/{stream['streamId']}/subscribe"
+    proc = start_whep_viewer(net, workdir, whep, subscriber, "relayed-aiortc", "--leave-after", str(WATCH))
     summary = subscriber_result(proc, router)
     assert summary["deleteStatus"] == 204, summary.get("deleteStatus")
     check_video(summary["video"][0], duration=WATCH - 2, fps=15, codec="VP8")
@@ -63,11 +99,24 @@ def test_camagent_answers_its_relayed_subscribers_and_no_media_passes_the_router
     check_pattern_y4m(y4m, fps=15, seconds=4, size=(640, 480))
 
     # Both were answered by camagent, and both left again (WHEP DELETE, then `unsubscribe`).
+    wait_for_subscribers(router, 0)
+    log = publisher_says(publisher, lambda log: len(subscribers_in(log, "left")) >= 2)
+    answered = subscribers_in(log, r"answered \(stream")
+    assert len(answered) == 2 and sorted(subscribers_in(log, "left")) == sorted(answered), log[-3000:]
+
+    # A subscriber that vanishes without a DELETE or any goodbye (killed, as a crashed
+    # browser): camagent finds it gone when its ICE consent stops, and tells the router
+    # (subscriberLeft), which stops counting it.
+    proc = start_whep_viewer(net, workdir, whep, subscriber, "relayed-vanishing", "--duration", "60")
+    seen = []
+    assert any('"connected"' in line for line in output_lines(proc, 30, seen)), "".join(seen) + router.log()
+    assert router.metrics()["camagent_router_subscribers"] == 1
+    proc.kill()
+    proc.wait(timeout=10)
+    wait_for_subscribers(router, 0, timeout=VIEWER_TIMEOUT + 20)
     log = open(publisher.log_path).read()
-    answered = re.findall(r"subscriber (\S+) answered \(stream", log)
-    left = re.findall(r"subscriber (\S+) left", log)
-    assert len(answered) == 2 and sorted(left) == sorted(answered), log[-3000:]
-    assert router.metrics()["camagent_router_subscribers"] == 0
+    answered = subscribers_in(log, r"answered \(stream")
+    assert len(answered) == 3 and subscribers_in(log, r"gone \(") == answered[2:], log[-3000:]
     # Not one media packet went through the router.
     counters = media_counters(router)
     assert counters and all(v == 0 for v in counters.values()), counters

@@ -34,6 +34,18 @@ struct RelayedMediaTests {
         #expect(registry.counts().subscribers == 1)
         #expect(registry.removeSubscriber(sessionID: sid, streamID: streamID, subscriberID: subscriberID))
 
+        // A subscriber that vanished: only the stream's publisher may say so, and nothing is sent back.
+        let vanished = try registry.reserveSubscriber(sessionID: sid, streamID: streamID)
+        #expect(registry.confirmSubscriber(sessionID: sid, streamID: streamID, subscriberID: vanished))
+        #expect(throws: RegistryError.self) {
+            try registry.removeRelayedSubscriber(sessionID: sid, subscriberID: vanished, by: watcher.connectionId)
+        }
+        try registry.removeRelayedSubscriber(sessionID: sid, subscriberID: vanished, by: publisher.connectionId)
+        #expect(registry.counts().subscribers == 0)
+        #expect(throws: RegistryError.noSuchSubscriber(vanished)) {
+            try registry.removeRelayedSubscriber(sessionID: sid, subscriberID: vanished, by: publisher.connectionId)
+        }
+
         // The publisher's stream ends: nothing for the media engine, which never had it.
         #expect(registry.removeStream(sessionID: sid, streamID: streamID, reason: .clientDisconnected) == .init())
 
@@ -108,5 +120,6 @@ struct RelayedMediaTests {
         // Anything but 400 becomes 503: the subscriber can only retry.
         #expect(try ClientMessage.parse(#"{"type":"subscribeError","subscriberId":"s","code":302,"message":"x"}"#)
                 == .subscribeError(subscriberID: "s", code: 503, message: "x"))
+        #expect(try ClientMessage.parse(#"{"type":"subscriberLeft","subscriberId":"s"}"#) == .subscriberLeft(subscriberID: "s"))
     }
 }

@@ -548,6 +548,26 @@ public final class SessionRegistry: Sendable {
         }
     }
 
+    /// `subscriberLeft`: a relayed stream's publisher says its connection to a
+    /// subscriber ended. Only that publisher may say it; nothing is sent back.
+    func removeRelayedSubscriber(sessionID: String, subscriberID: String, by connectionID: String) throws(RegistryError) {
+        try state.withLock { (state) throws(RegistryError) in
+            guard let place = state.subscribers[subscriberID], place.sessionID == sessionID,
+                  var session = state.sessions[sessionID], let index = session.streamIndex(place.streamID) else {
+                throw .noSuchSubscriber(subscriberID)
+            }
+            guard session.info.mediaMode == .relayed else {
+                throw .conflict("subscriberLeft is for relayed sessions: in a routed one the router sees its subscribers go")
+            }
+            guard session.streams[index].info.connectionId == connectionID else {
+                throw .notAllowed("subscriber \(subscriberID) is another connection's stream's")
+            }
+            session.streams[index].subscribers.removeAll { $0 == subscriberID }
+            state.subscribers[subscriberID] = nil
+            state.sessions[sessionID] = session
+        }
+    }
+
     /// `unsubscribe` to a relayed stream's publisher (nothing in a routed
     /// session, where the media engine lets go of the subscriber).
     private static func tellRelayedPublisher(_ session: SessionState, stream index: Int, unsubscribed subscriberID: String) {

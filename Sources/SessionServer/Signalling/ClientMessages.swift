@@ -14,6 +14,9 @@ enum ClientMessage: Equatable {
     /// Relayed sessions: the publisher refuses a `subscribeOffer`; `code` 400
     /// (an offer it cannot answer) or 503 (no room), passed to the subscriber.
     case subscribeError(subscriberID: String, code: Int, message: String)
+    /// Relayed sessions: the publisher's connection to that subscriber ended
+    /// (its ICE consent stopped: a closed tab never sends its DELETE).
+    case subscriberLeft(subscriberID: String)
 
     /// Largest text message read; a larger one gets an `error` (413).
     static let maxMessageBytes = 64 * 1024
@@ -55,6 +58,10 @@ enum ClientMessage: Equatable {
     private struct SubscribeAnswerFields: Decodable {
         var subscriberId: String
         var sdp: String
+    }
+
+    private struct SubscriberLeftFields: Decodable {
+        var subscriberId: String
     }
 
     private struct SubscribeErrorFields: Decodable {
@@ -124,8 +131,11 @@ enum ClientMessage: Equatable {
             // Only what a WHEP client can act on: its offer (400) or no room (503).
             let code = fields.code == 400 ? 400 : 503
             return .subscribeError(subscriberID: fields.subscriberId, code: code, message: String(fields.message.prefix(500)))
+        case "subscriberLeft":
+            return .subscriberLeft(subscriberID: try decode(SubscriberLeftFields.self, bytes, type).subscriberId)
         default:
-            throw SignallingRefusal(400, "unknown message type \"\(type.prefix(40))\"; the types are signal, publisherProperty, subscriberSettings, subscribeAnswer, subscribeError, ping")
+            throw SignallingRefusal(400, "unknown message type \"\(type.prefix(40))\"; the types are signal, publisherProperty, "
+                                    + "subscriberSettings, subscribeAnswer, subscribeError, subscriberLeft, ping")
         }
     }
 

@@ -115,6 +115,9 @@ struct SignallingConnection: Sendable {
                 try relayedOutcome(.answer(sdp: sdp), for: subscriberID, from: connectionID)
             case .subscribeError(let subscriberID, let code, let message):
                 try relayedOutcome(.refused(code: code, message: message), for: subscriberID, from: connectionID)
+            case .subscriberLeft(let subscriberID):
+                try registry.removeRelayedSubscriber(sessionID: sessionID, subscriberID: subscriberID, by: connectionID)
+                logger.info("relayed subscriber left", metadata: ["subscriber": "\(subscriberID)"])
             case .subscriberSettings(let subscriberID, let settings):
                 try registry.storeSubscriberSettings(
                     sessionID: sessionID, connectionID: connectionID, subscriberID: subscriberID, settings: settings)
