@@ -302,16 +302,20 @@ struct RESTResponder: HTTPResponder {
     private func announceRelayedStream(_ request: Request, _ context: Context, sessionID: String, claims: ClientTokenClaims,
                                        connectionID: String?, name: String, publishCaptions: Bool) async throws(APIError) -> Response {
         if publishCaptions {
-            throw APIError(409, "captions need a routed session: in a relayed one the router never sees the audio")
+            throw APIError(RegistryError.conflict(SessionRegistry.captionsNeedRoutedMessage))
         }
         let body = try await decodeJSON(RelayedStreamBody?.self, from: request, emptyMeans: nil)
         guard let body else { throw APIError(400, "the announcement needs a JSON body: {\"hasAudio\",\"hasVideo\",\"width\",\"height\"}") }
         var dimensions: (width: Int, height: Int)?
-        if let width = body.width, let height = body.height {
+        switch (body.width, body.height) {
+        case (nil, nil): break
+        case (let width?, let height?):
             guard (0...ClientMessage.maxVideoWidth).contains(width), (0...ClientMessage.maxVideoHeight).contains(height) else {
                 throw APIError(400, "width and height must be 0x0 to \(ClientMessage.maxVideoWidth)x\(ClientMessage.maxVideoHeight)")
             }
             dimensions = (width, height)
+        default:
+            throw APIError(400, "width and height go together")
         }
         let streamID: String
         do {
@@ -417,18 +421,25 @@ struct RESTResponder: HTTPResponder {
         let outcome = await services.relayedOffers.awaitAnswer(subscriberID: subscriberID) {
             registry.sendRelayedOffer(sessionID: sessionID, streamID: streamID, subscriberID: subscriberID, sdp: offer)
         }
+        guard case .answer(let sdp) = outcome else {
+            // No answer: the place goes back (and a publisher that answers late is told to let go).
+            registry.cancelSubscriber(sessionID: sessionID, streamID: streamID, subscriberID: subscriberID)
+            throw Self.refusal(outcome, streamID: streamID)
+        }
+        return sdp
+    }
+
+    /// Why a relayed subscriber got no answer, as its WHEP request's error.
+    private static func refusal(_ outcome: RelayedOffers.Outcome, streamID: String) -> APIError {
         switch outcome {
-        case .answer(let sdp):
-            return sdp
+        case .answer:
+            APIError(500, "stream \(streamID): an answer taken for a refusal")
         case .refused(let code, let message):
-            registry.cancelSubscriber(sessionID: sessionID, streamID: streamID, subscriberID: subscriberID)
-            throw APIError(code, "the publisher of stream \(streamID) refused the offer: \(message)")
+            APIError(code, "the publisher of stream \(streamID) refused the offer: \(message)")
         case .publisherGone:
-            registry.cancelSubscriber(sessionID: sessionID, streamID: streamID, subscriberID: subscriberID)
-            throw APIError(404, "stream \(streamID) ended before its publisher answered")
+            APIError(404, "stream \(streamID) ended before its publisher answered")
         case .timedOut:
-            registry.cancelSubscriber(sessionID: sessionID, streamID: streamID, subscriberID: subscriberID)
-            throw APIError(503, "the publisher of stream \(streamID) did not answer within "
+            APIError(503, "the publisher of stream \(streamID) did not answer within "
                            + "\(RelayedOffers.timeout.components.seconds) s (relayed session: the publisher answers offers itself)")
         }
     }

@@ -301,6 +301,7 @@ public final class SessionRegistry: Sendable {
     public static let relayedMediaMessage = "relayed sessions carry media between clients, so the router takes no WHIP offer: "
         + "a publisher announces its stream with a JSON body (application/json) and the connectionId of its signalling "
         + "connection, which then answers each subscriber's offer (subscribeOffer)"
+    static let captionsNeedRoutedMessage = "captions need a routed session: in a relayed one the router never sees the audio"
     static let routedAnnouncementMessage = "this session is routed: publish with a WHIP offer (application/sdp), not an announcement"
     static let relayedNeedsConnectionMessage = "a relayed stream needs ?connectionId= of its publisher's signalling "
         + "connection: that connection answers the subscribers' offers"
@@ -617,7 +618,7 @@ public final class SessionRegistry: Sendable {
         return try state.withLock { (state) throws(RegistryError) -> String in
             guard var session = state.sessions[sessionID] else { throw .noSuchSession(sessionID) }
             guard session.info.mediaMode == .routed else {
-                throw .conflict("captions need a routed session: in a relayed one the router never sees the audio")
+                throw .conflict(Self.captionsNeedRoutedMessage)
             }
             if let running = session.captions {
                 throw .conflict("captions are already started in session \(sessionID) (captionsId \(running.captionsID))")
