@@ -34,7 +34,10 @@ public struct RequestDeadlineChannel<Base: ServerChildChannel>: ServerChildChann
         channel.eventLoop.makeCompletedFuture {
             try channel.pipeline.syncOperations.addHandler(
                 RequestHeadDeadlineHandler(timeout: headTimeout, logger: logger), position: .first)
-        }.flatMap { base.setup(channel: channel, logger: logger) }
+        }.flatMap { base.setup(channel: channel, logger: logger) }.flatMapThrowing { value in
+            try channel.pipeline.syncOperations.addHandler(MalformedHeadHandler(), position: .last)
+            return value
+        }
     }
 
     public func handle(value: Value, logger: Logger) async {
@@ -71,6 +74,9 @@ final class RequestHeadDeadlineHandler: ChannelInboundHandler, RemovableChannelH
     private let logger: Logger
     private var state = State.awaitingHead
     private var timer: Scheduled<Void>?
+    /// This handler's place, next to the socket: where a raw answer is written.
+    private var context: ChannelHandlerContext?
+    private var refused = false
 
     init(timeout: TimeAmount, logger: Logger) {
         self.timeout = timeout
@@ -78,7 +84,22 @@ final class RequestHeadDeadlineHandler: ChannelInboundHandler, RemovableChannelH
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
         if context.channel.isActive { arm(context) }
+    }
+
+    /// A head the decoder refused (too large, too many fields, not HTTP):
+    /// 400 and close, written as bytes in front of the HTTP encoder. The
+    /// WebSocket upgrade pipeline leaves decoder errors unanswered.
+    func refuseMalformedHead(_ error: any Error) {
+        guard let context, !refused else { return }
+        refused = true
+        cancelTimer()
+        logger.debug("refusing a malformed request head", metadata: ["error": "\(error)"])
+        let text = "HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+        context.writeAndFlush(NIOAny(context.channel.allocator.buffer(string: text))).whenComplete { _ in
+            context.close(promise: nil)
+        }
     }
 
     func channelActive(context: ChannelHandlerContext) {
@@ -88,6 +109,7 @@ final class RequestHeadDeadlineHandler: ChannelInboundHandler, RemovableChannelH
 
     func handlerRemoved(context: ChannelHandlerContext) {
         cancelTimer()
+        self.context = nil
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -181,5 +203,24 @@ final class RequestBodyDeadlineHandler: ChannelInboundHandler, RemovableChannelH
 
     private func headWatcher(_ context: ChannelHandlerContext) -> RequestHeadDeadlineHandler? {
         try? context.pipeline.syncOperations.handler(type: RequestHeadDeadlineHandler.self)
+    }
+}
+
+/// At the end of the pipeline: a request head the HTTP decoder refused is
+/// answered 400 by the head watcher, unless the decoder is gone (upgraded
+/// to WebSocket, where such errors are not HTTP's).
+final class MalformedHeadHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = Any
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        context.fireChannelRead(data)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if error is HTTPParserError,
+           let watcher = try? context.pipeline.syncOperations.handler(type: RequestHeadDeadlineHandler.self) {
+            watcher.refuseMalformedHead(error)
+        }
+        context.fireErrorCaught(error)
     }
 }
