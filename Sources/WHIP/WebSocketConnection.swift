@@ -1,11 +1,15 @@
 internal import COpenSSL
+import Glibc
 import MediaTypes
 
 /// A WebSocket client connection (RFC 6455) on the WHIP client's blocking
 /// sockets and TLS: the router's signalling, for a `Session`. Text messages
 /// only (the signalling is JSON); pings are answered; every wait has a
 /// deadline. One thread reads (`receive`), any thread may `send`: the stream
-/// sits behind a lock, which the reader holds only for short reads.
+/// sits behind a lock (OpenSSL's TLS must not read and write at once), which
+/// the reader holds only for short reads and never takes again while a
+/// sender waits for it: pthread mutexes are not fair, and a reader that
+/// re-locked at once kept a sender waiting for seconds on a busy machine.
 public final class WebSocketConnection: Sendable {
     public enum Message: Sendable, Equatable {
         case text(String)
@@ -16,6 +20,8 @@ public final class WebSocketConnection: Sendable {
     /// Messages larger than this end the connection (the router's own limit is 64 KiB).
     public static let maxMessageBytes = 1 << 20
     private let stream: PThreadLocked<Stream>
+    /// Senders waiting for the stream's lock: the reader lets them go first.
+    private let waitingSenders = PThreadLocked(0)
     public let url: String
 
     private final class Stream: @unchecked Sendable {   // behind the connection's lock
@@ -90,7 +96,9 @@ public final class WebSocketConnection: Sendable {
     /// Sends one text message (masked, as a client must).
     public func send(text: String) throws(WHIPError) {
         let frame = Self.frame(opcode: 0x1, payload: Array(text.utf8))
+        waitingSenders.withLock { $0 += 1 }
         try stream.withLock { s throws(WHIPError) in
+            waitingSenders.withLock { $0 -= 1 }
             guard !s.closed else { throw WHIPError.badResponse("the WebSocket to \(url) is closed") }
             try s.bytes.write(frame, deadline: Deadline(seconds: 10))
         }
@@ -103,6 +111,8 @@ public final class WebSocketConnection: Sendable {
         while true {
             // Short reads, so that a sender is never kept waiting for long.
             let step = min(Double(until.remainingMilliseconds) / 1000, 0.05)
+            // A sender waits for the lock: it goes first (a write takes at most its own deadline).
+            while waitingSenders.withLock({ $0 }) > 0 { usleep(500) }
             let result: Message?? = try stream.withLock { s throws(WHIPError) -> Message?? in
                 if s.closed { return .some(.closed(code: nil, reason: "closed")) }
                 if let message = try Self.takeMessage(s) { return .some(message) }
