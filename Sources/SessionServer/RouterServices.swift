@@ -82,4 +82,24 @@ struct RouterServices: Sendable {
             }
         }
     }
+
+    /// The engine's reports about one stream. Registry changes happen at
+    /// once (so events keep their order); letting the engine go of the
+    /// stream happens on a task, outside the engine's callback.
+    func mediaEvents(sessionID: String, streamID: String) -> @Sendable (MediaEvent) -> Void {
+        let services = self
+        return { event in
+            switch event {
+            case .ended(let reason):
+                let release = services.registry.removeStream(
+                    sessionID: sessionID, streamID: streamID, reason: StreamEndReason(rawValue: reason) ?? .mediaStopped)
+                if let release {
+                    services.logger.info("stream ended by its media", metadata: ["stream": "\(streamID)", "reason": "\(reason)"])
+                    Task { services.release(release) }
+                }
+            case .videoDimensions(let width, let height):
+                services.registry.setVideoDimensions(sessionID: sessionID, streamID: streamID, width: width, height: height)
+            }
+        }
+    }
 }

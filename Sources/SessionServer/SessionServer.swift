@@ -14,8 +14,8 @@ public final class SessionServer: Service, Sendable {
     public let configuration: SessionServerConfiguration
     public let registry: SessionRegistry
     public let tokens: TokenAuthority
-    private let services: RouterServices
-    private let logger: Logger
+    let services: RouterServices
+    let logger: Logger
     private let onServerRunning: @Sendable (_ port: Int) async -> Void
     private let port = PThreadLocked<Int?>(nil)
 
@@ -80,7 +80,8 @@ public final class SessionServer: Service, Sendable {
 
     /// The HTTP responder alone (every route but the WebSocket), for tests.
     func makeResponder() -> RESTResponder {
-        RESTResponder(services: services, maxBodySize: configuration.maxBodySize)
+        RESTResponder(services: services, maxBodySize: configuration.maxBodySize,
+                      additionalRoutes: configuration.additionalRoutes)
     }
 
     func makeApplication() throws -> some ApplicationProtocol {

@@ -14,11 +14,14 @@ public struct SessionServerConfiguration: Sendable {
     /// session page): SessionServerTLS's `RouterTLSIdentity` serves HTTPS.
     /// nil serves plain HTTP.
     public var transportSecurity: (any RouterTransportSecurity)?
+    /// Routes served beside the router's, outside /v2/ (`camagent publish`'s viewer routes); nil for none.
+    public var additionalRoutes: (any AdditionalRoutes)?
 
     public init(host: String = "127.0.0.1", port: Int = 8090, limits: RegistryLimits = RegistryLimits(),
                 maxBodySize: Int = 64 * 1024, serverLimits: ServerLimits = ServerLimits(),
-                transportSecurity: (any RouterTransportSecurity)? = nil) {
+                transportSecurity: (any RouterTransportSecurity)? = nil, additionalRoutes: (any AdditionalRoutes)? = nil) {
         self.transportSecurity = transportSecurity
+        self.additionalRoutes = additionalRoutes
         self.serverLimits = serverLimits
         self.host = host
         self.port = port

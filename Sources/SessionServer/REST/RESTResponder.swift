@@ -12,10 +12,22 @@ struct RESTResponder: HTTPResponder {
     let services: RouterServices
     /// Largest request body read (an SDP offer is a few KiB); larger gets 413.
     let maxBodySize: Int
+    /// Routes mounted beside the router's (the embedded publisher's viewer), asked first outside /v2/.
+    var additionalRoutes: (any AdditionalRoutes)? = nil
 
     private var registry: SessionRegistry { services.registry }
 
     func respond(to request: Request, context: Context) async throws -> Response {
+        if let additionalRoutes, request.uri.path.split(separator: "/").first != "v2" {
+            let services = services
+            let routerMetrics: @Sendable () -> String = {
+                RouterMetrics.render(counts: services.registry.counts(), forwarding: services.media.counters,
+                                     captions: services.media.captionCounters)
+            }
+            if let response = try await additionalRoutes.respond(to: request, context: context, routerMetrics: routerMetrics) {
+                return response
+            }
+        }
         do {
             return try await route(request, context)
         } catch {
@@ -249,7 +261,7 @@ struct RESTResponder: HTTPResponder {
 
         let media: PublishedMedia
         do {
-            media = try services.media.publish(streamID: streamID, offer: offer, events: mediaEvents(sessionID: sessionID, streamID: streamID))
+            media = try services.media.publish(streamID: streamID, offer: offer, events: services.mediaEvents(sessionID: sessionID, streamID: streamID))
         } catch {
             registry.cancelStream(sessionID: sessionID, streamID: streamID)
             throw APIError(error)
@@ -334,26 +346,6 @@ struct RESTResponder: HTTPResponder {
         var response = json(.created, AnnouncedStream(streamId: streamID))
         response.headers[.location] = "/v2/sessions/\(sessionID)/publish/\(streamID)"
         return response
-    }
-
-    /// The engine's reports about one stream. Registry changes happen at
-    /// once (so events keep their order); letting the engine go of the
-    /// stream happens on a task, outside the engine's callback.
-    private func mediaEvents(sessionID: String, streamID: String) -> @Sendable (MediaEvent) -> Void {
-        let services = services
-        return { event in
-            switch event {
-            case .ended(let reason):
-                let release = services.registry.removeStream(
-                    sessionID: sessionID, streamID: streamID, reason: StreamEndReason(rawValue: reason) ?? .mediaStopped)
-                if let release {
-                    services.logger.info("stream ended by its media", metadata: ["stream": "\(streamID)", "reason": "\(reason)"])
-                    Task { services.release(release) }
-                }
-            case .videoDimensions(let width, let height):
-                services.registry.setVideoDimensions(sessionID: sessionID, streamID: streamID, width: width, height: height)
-            }
-        }
     }
 
     /// WHIP's DELETE. Stream ids are announced to the whole session, so the
