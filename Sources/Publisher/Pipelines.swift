@@ -224,6 +224,8 @@ final class AudioPipeline: AudioCaptureConsumer, @unchecked Sendable {   // enco
     private var frameStart = MonotonicTimestamp.zero
     private var nextTimestamp: UInt32?
     private(set) var framesEncoded: UInt64 = 0
+    /// Takes every Opus packet besides the connections (captions of the publisher's own stream).
+    let tap = PThreadLocked<(any EncodedAudioTap)?>(nil)
 
     init(hub: MediaHub, format: AudioFormat, bitrate: Int, logger: Logger,
          onError: @escaping @Sendable (PublisherError) -> Void,
@@ -240,7 +242,8 @@ final class AudioPipeline: AudioCaptureConsumer, @unchecked Sendable {   // enco
     deinit { frame.deallocate() }
 
     func consume(_ chunk: AudioChunk) {
-        guard !failed.withLock({ $0 }), hub.wants(.audio) else {
+        // Encoded for the connections, or for the tap alone when nobody watches.
+        guard !failed.withLock({ $0 }), hub.wants(.audio) || tap.withLock({ $0 != nil }) else {
             filled = 0
             nextTimestamp = nil
             return
@@ -265,7 +268,9 @@ final class AudioPipeline: AudioCaptureConsumer, @unchecked Sendable {   // enco
         if abs(drift) > Int32(encoder.frameSamples) { timestamp = fromClock }
         nextTimestamp = timestamp &+ UInt32(encoder.frameSamples)
         do {
+            let tap = tap.withLock { $0 }
             try encoder.encode(UnsafeBufferPointer(frame)) { packet in
+                tap?.received(opusPayload: packet)
                 batch.fill(packet, payloader: &payloader, maxPayloadSize: MediaSenders.maxPayloadSize)
                 hub.send(batch, kind: .audio, rtpTimestamp: timestamp, isKeyframe: false)
             }

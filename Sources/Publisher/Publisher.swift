@@ -195,6 +195,24 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
     /// Ends a viewer; false when there is no such viewer.
     public func removeViewer(id: String) -> Bool { viewers.remove(id: id) }
 
+    /// Hands every encoded audio packet to `tap` as well (nil stops it): the
+    /// captions of this publisher's own stream in `camagent publish`'s
+    /// session. False when the publisher has no audio.
+    @discardableResult
+    public func setAudioTap(_ tap: (any EncodedAudioTap)?) -> Bool {
+        guard let audioPipeline else { return false }
+        audioPipeline.tap.withLock { $0 = tap }
+        return true
+    }
+
+    /// What one viewer is sent from now on (a session subscriber's
+    /// subscribeToAudio/Video); video comes back at a keyframe. False when
+    /// there is no such viewer.
+    @discardableResult
+    public func setViewerMedia(id: String, audio: Bool, video: Bool) -> Bool {
+        viewers.setMedia(id: id, audio: audio, video: video)
+    }
+
     /// Viewers whose connection is up.
     public var viewerCount: Int { viewers.connectedCount }
 

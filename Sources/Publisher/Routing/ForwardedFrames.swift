@@ -33,7 +33,7 @@ final class ForwardedFrames: ReceivedRTPSink, @unchecked Sendable {   // state b
     let packetsRecovered = Atomic<UInt64>(0)
 
     /// Who else gets the publisher's audio as it arrives (captions), if anyone.
-    let audioTap = PThreadLocked<(any RoutedAudioTap)?>(nil)
+    let audioTap = PThreadLocked<(any EncodedAudioTap)?>(nil)
 
     private let hub: MediaHub
     private let codecs: Codecs

@@ -84,9 +84,10 @@ public struct RoutingCounters: Sendable, Hashable {
     }
 }
 
-/// Something that takes a routed stream's audio as it arrives, besides its
-/// subscribers (the router's captions): each Opus payload, on the stream's
-/// receive thread. It must copy what it keeps and never block.
-public protocol RoutedAudioTap: AnyObject, Sendable {
+/// Something that takes a stream's encoded audio besides its subscribers
+/// (captions): each Opus payload, on the router's receive thread for a
+/// routed stream, on the audio encoder's thread for a publisher's own
+/// (`Publisher.setAudioTap`). It must copy what it keeps and never block.
+public protocol EncodedAudioTap: AnyObject, Sendable {
     func received(opusPayload: UnsafeRawBufferPointer)
 }

@@ -213,7 +213,7 @@ public final class StreamRouter: Sendable {
     /// Hands a stream's audio, as it arrives, to `tap` as well (nil: to nobody
     /// else). False when there is no such stream.
     @discardableResult
-    public func setAudioTap(streamID: String, _ tap: (any RoutedAudioTap)?) -> Bool {
+    public func setAudioTap(streamID: String, _ tap: (any EncodedAudioTap)?) -> Bool {
         guard let stream = streams.withLock({ $0[streamID] }) else { return false }
         stream.frames.audioTap.withLock { $0 = tap }
         return true
