@@ -169,13 +169,12 @@ let package = Package(
             name: "Session",
             dependencies: ["MediaTypes", "WHIP", "Subscriber", .product(name: "Logging", package: "swift-log")]
         ),
-        // The embedded viewer's HTTP side: viewer page, WHEP endpoint, /stats, /metrics (Hummingbird).
+        // The embedded viewer's routes, mounted on the in-process router: viewer page, WHEP, /stats, /metrics.
         .target(
             name: "ViewerServer",
             dependencies: [
-                "HTTPLimits", "MediaTypes",
+                "HTTPLimits", "SessionServer",
                 .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -274,7 +273,7 @@ let package = Package(
         ),
         .testTarget(
             name: "ViewerServerTests",
-            dependencies: ["ViewerServer", "TestSupport", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["ViewerServer", "SessionServer", "TestSupport", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(
             name: "SessionServerTests",

@@ -1,18 +1,37 @@
 import Hummingbird
 import Logging
+import SessionServer
 
-/// All routes of the viewer server in one responder: the viewer page, the WHEP
-/// endpoint and resources, /stats and /metrics. Paths are matched on their
-/// non-empty components, so a trailing slash (or a doubled one) is ignored.
-struct ViewerResponder: HTTPResponder {
-    typealias Context = BasicRequestContext
+/// The embedded publisher's viewer routes, mounted on the router that
+/// `camagent publish` runs in-process: the single-stream viewer page, the
+/// WHEP endpoint and resources, /stats and /metrics (the viewer's numbers,
+/// then the router's). Paths are matched on their non-empty components, so
+/// a trailing slash (or a doubled one) is ignored. The router keeps `/v2/`
+/// and its session page (`/?session=…`).
+public struct ViewerRoutes: AdditionalRoutes {
+    public typealias Context = BasicRequestContext
 
     /// One WHEP host per camera; camera N's paths are those of the first under /cameras/N/.
     let cameras: [any WHEPSessionHost]
-    let token: String?
+    /// The access token WHEP, /stats and /metrics requests must carry; nil = open.
+    public let token: String?
     let maxBodySize: Int
 
-    func respond(to request: Request, context: Context) async throws -> Response {
+    public init(cameras: [any WHEPSessionHost], token: String?, maxBodySize: Int = 64 * 1024) {
+        precondition(!cameras.isEmpty, "the viewer routes serve at least one camera")
+        self.cameras = cameras
+        self.token = token
+        self.maxBodySize = maxBodySize
+    }
+
+    public func respond(to request: Request, context: Context,
+                        routerMetrics: @escaping @Sendable () -> String) async throws -> Response? {
+        // The router's session page: the same path, told apart by its query.
+        if request.uri.queryParameters["session"] != nil { return nil }
+        return try await route(request, context, routerMetrics: routerMetrics)
+    }
+
+    func route(_ request: Request, _ context: Context, routerMetrics: @Sendable () -> String = { "" }) async throws -> Response {
         var parts = request.uri.path.split(separator: "/", omittingEmptySubsequences: true)
         let method = request.method
         // /cameras/N/... is camera N's; everything else is the first camera's.
@@ -24,7 +43,7 @@ struct ViewerResponder: HTTPResponder {
             // The page finds its WHEP endpoint relative to its own URL: it needs the trailing slash.
             if parts.isEmpty, !request.uri.path.hasSuffix("/"), method == .get || method == .head {
                 var headers = HTTPFields()
-                headers[.location] = ViewerServer.cameraPath(camera) + (request.uri.query.map { "?\($0)" } ?? "")
+                headers[.location] = ViewerRoutes.cameraPath(camera) + (request.uri.query.map { "?\($0)" } ?? "")
                 return Response(status: .permanentRedirect, headers: headers)
             }
         }
@@ -73,7 +92,7 @@ struct ViewerResponder: HTTPResponder {
             // Every camera's, whichever path asked.
             var all: [ViewerMetrics] = []
             for host in cameras { all.append(await host.metrics()) }
-            let text = PrometheusText.render(all)
+            let text = PrometheusText.render(all) + routerMetrics()
             return body(.ok, text, contentType: PrometheusText.contentType, cors: true, head: method == .head)
         default:
             return text(.notFound, "not found\n", cors: false)
@@ -102,7 +121,7 @@ struct ViewerResponder: HTTPResponder {
             context.logger.info("viewer joined", metadata: ["viewer": "\(id)", "camera": "\(camera)"])
             var headers = corsHeaders
             headers[.contentType] = "application/sdp"
-            headers[.location] = "\(ViewerServer.cameraPath(camera))whep/\(id)"
+            headers[.location] = "\(ViewerRoutes.cameraPath(camera))whep/\(id)"
             return Response(status: .created, headers: headers, body: .init(byteBuffer: ByteBuffer(string: answer)))
         } catch {
             switch error {

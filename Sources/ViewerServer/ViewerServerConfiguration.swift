@@ -1,9 +1,9 @@
 @_exported import struct HTTPLimits.ServerLimits
-/// Where the viewer server listens and whether it wants a token.
+/// Where `camagent publish`'s server listens (the in-process router with the viewer routes) and whether the viewer routes want a token.
 public struct ViewerServerConfiguration: Sendable, Equatable {
     /// Address to bind: "0.0.0.0" (every IPv4 interface), "::", "127.0.0.1", ...
     public var host: String
-    /// TCP port; 0 asks the kernel for a free one (see `ViewerServer.boundPort`).
+    /// TCP port; 0 asks the kernel for a free one (the server says which it bound).
     public var port: Int
     /// The access token WHEP, /stats and /metrics requests must carry, as
     /// `Authorization: Bearer <token>` or `?token=<token>`; nil = open.

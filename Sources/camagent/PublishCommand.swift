@@ -17,11 +17,13 @@ import WHIP
 struct PublishCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "publish",
-        abstract: "Publish the camera and microphone over WebRTC: built-in viewer page and WHEP, or a WHIP server.",
+        abstract: "Publish the camera and microphone over WebRTC: into a session of its own, a router session, or a WHIP server.",
         discussion: """
-        Without --whip, camagent serves its own viewer page and WHEP endpoint (--listen, default \
-        0.0.0.0:8080) and prints the viewer URL with its access token; with --whip it publishes to that \
-        server instead; with both, it does both.
+        Without --whip or --session, camagent runs the router in-process (--listen, default 0.0.0.0:8080) \
+        with one session, publishes each camera into it, and prints the session page's URL with a subscriber \
+        token, an operator's with a moderator token (it may talk back), each stream's WHEP endpoint, and the \
+        single-stream viewer page with its access token; with --whip or --session it publishes there instead; \
+        with --listen as well, it does both.
         Exit codes: 80 server unreachable (refused, no route, timeout), 81 unauthorized (401/403: \
         bad or missing token), 82 the server refused the stream (404, other 4xx, 5xx, unusable answer), \
         83 the WebRTC connection failed (ICE, DTLS, fingerprint mismatch), 84 the viewer server could not \
@@ -56,7 +58,7 @@ struct PublishCommand: ParsableCommand {
         }
     }
 
-    @Flag(help: "With --session: ask for live captions of this stream's audio (publishCaptions). The router recognises speech while the session's captions run (POST /v2/sessions/SID/captions) and sends the text to subscribers that want it. Needs audio.")
+    @Flag(help: "Live captions of this stream's audio (publishCaptions), recognised on this machine. In its own session (no --whip or --session) they start at once and show on the session page; with --session the router recognises speech while that session's captions run (POST /v2/sessions/SID/captions) and sends the text to subscribers that want it. Needs audio.")
     var captions = false
 
     @Flag(name: .customLong("audio-fallback"), inversion: .prefixedNo,
@@ -138,8 +140,8 @@ struct PublishCommand: ParsableCommand {
         if let stun, parseHostPort(stun) == nil { throw ValidationError("--stun takes host:port with a numeric IP") }
         if session != nil && whip != nil { throw ValidationError("--session and --whip contradict each other: --session is a WHIP endpoint too") }
         if session != nil && token == nil { throw ValidationError("--session needs --token: a publisher token of that session (camagent token)") }
-        if captions && session == nil {
-            throw ValidationError("--captions needs --session: speech is recognised by a camagent router session (camagent router), not by the built-in viewer")
+        if captions && session == nil && whip != nil && listen == nil {
+            throw ValidationError("--captions needs a session: its own (no --whip, or --listen) or a router's (--session); a WHIP server is sent no captions")
         }
         if audio.hasPrefix("file:") && audio.count == 5 { throw ValidationError("--audio file: needs a path (file:PATH.wav)") }
         if video.devices.count > 1 && whip != nil {
@@ -215,8 +217,9 @@ struct PublishCommand: ParsableCommand {
         settings.viewerConsentTimeout = viewerTimeout
 
         var cameras: [PublishedCamera] = []
-        // Set once the relayed session is joined (after the publishers exist), read by their events.
+        // Set once the relayed session is joined, or the embedded one runs (after the publishers exist), read by their events.
         let relayed = PThreadLocked<RelayedSessionPublishing?>(nil)
+        let embeddedSession = PThreadLocked<EmbeddedRouter?>(nil)
         for (index, capture) in captures.enumerated() {
             let cameraOut = several ? out.forCamera(index + 1) : out
             let microphone = index == 0 ? audioDevice : nil
@@ -242,6 +245,7 @@ struct PublishCommand: ParsableCommand {
                     // A relayed subscriber that vanished: the router is told (see RelayedSessionPublishing).
                     if case .viewerLeft(let id, let reason) = event {
                         relayed.withLock { $0 }?.viewerLeft(viewerID: id, reason: reason)
+                        embeddedSession.withLock { $0 }?.viewerLeft(viewerID: id, reason: reason)
                     }
                 }
             } catch { throw fail(error) }
@@ -276,21 +280,27 @@ struct PublishCommand: ParsableCommand {
                 throw fail(error)
             }
         }
-        var server: RunningViewerServer?
+        // The built-in server: the router in-process, one session, the cameras' streams in it.
+        var server: EmbeddedRouter?
         if let listenAddress {
             let configuration = ViewerServerConfiguration(
                 host: listenAddress.host, port: listenAddress.port,
                 token: open ? nil : (fileToken ?? viewerToken ?? ViewerServerConfiguration.randomToken()))
             do {
-                server = try RunningViewerServer.start(
-                    configuration: configuration, publishers: cameras.map(\.publisher), logger: logger)
+                // Captions of the cameras' own streams, in the session, when not publishing into another.
+                server = try EmbeddedRouter.start(configuration: configuration, cameras: cameras.map(\.embeddedCamera),
+                                                  settings: settings, captions: captions && session == nil,
+                                                  logger: logger) { text in out.say(text) }
+                embeddedSession.withLock { $0 = server }
             } catch {
                 for camera in cameras { camera.publisher.unpublish() }
                 out.finishStatusLine()
                 printError("camagent: the viewer server cannot listen on \(listenAddress.host):\(listenAddress.port): \(error)")
                 throw ExitCode(ExitCodes.listenFailed)
             }
-            for camera in cameras { camera.out.serving(server!, listenHost: listenAddress.host, tokenFile: viewerTokenFile) }
+            for (index, camera) in cameras.enumerated() {
+                camera.out.serving(server!, camera: index + 1, listenHost: listenAddress.host, tokenFile: viewerTokenFile)
+            }
         }
         var relay: RelayedSessionPublishing?
         if let relayedSession {
@@ -308,7 +318,7 @@ struct PublishCommand: ParsableCommand {
             }
         }
         let what = cameras.map { camera in camera.negotiated.device.map { "\($0) \(camera.negotiated.size ?? "")" } ?? "audio" }
-        let targets = [firstEndpoint, listenAddress.map { "viewers on \($0.host):\(server?.server.boundPort ?? $0.port)" }].compactMap { $0 }
+        let targets = [firstEndpoint, listenAddress.map { "viewers on \($0.host):\(server?.boundPort ?? $0.port)" }].compactMap { $0 }
         service.ready(status: "Publishing \(what.joined(separator: ", ")) to \(targets.joined(separator: " and "))")
         let started = MonotonicTimestamp.now()
         var nextStats = started + .seconds(1)
@@ -330,8 +340,9 @@ struct PublishCommand: ParsableCommand {
         let relayEnded = relay?.endReason
         service.stopping(status: failure.map { "Stopping: \($0)" } ?? relayEnded.map { "Stopping: \($0)" } ?? "Stopping")
         relay?.stop()
-        for camera in cameras { camera.publisher.unpublish() }
+        // The session hears the streams end (clientDisconnected) before their media stops.
         server?.stop()
+        for camera in cameras { camera.publisher.unpublish() }
         out.finishStatusLine()
         for (camera, final) in zip(cameras, finals) { camera.out.summary(final) }
         // The exit code says what ended it: a lost camera is 74, a dropped session 83.
@@ -372,6 +383,13 @@ struct PublishedCamera {
     /// Its stream's name in a session (several cameras), "" otherwise.
     var streamName = ""
 
+    /// What the embedded session is told about this stream.
+    var embeddedCamera: EmbeddedRouter.Camera {
+        let camera = relayedCamera
+        return .init(publisher: publisher, name: streamName.isEmpty ? (negotiated.device ?? "camagent") : streamName,
+                     hasAudio: camera.hasAudio, hasVideo: camera.hasVideo, width: camera.width, height: camera.height)
+    }
+
     /// What a relayed session is told about this stream.
     var relayedCamera: RelayedSessionPublishing.Camera {
         let size = negotiated.size?.split(separator: "x").compactMap { Int($0) } ?? []
@@ -397,63 +415,6 @@ func parseListenAddress(_ text: String) -> (host: String, port: Int)? {
     if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
     guard !host.isEmpty else { return nil }
     return (host, port)
-}
-
-/// The built-in viewer server on a task of its own, started and stopped
-/// from the command's synchronous code, with a timeout on both.
-final class RunningViewerServer: Sendable {
-    let server: ViewerServer
-    private let task: Task<Void, Never>
-    /// Signalled when the server task has ended.
-    private let ended: DispatchSemaphore
-
-    private init(server: ViewerServer, task: Task<Void, Never>, ended: DispatchSemaphore) {
-        self.server = server
-        self.task = task
-        self.ended = ended
-    }
-
-    struct StartError: Error, CustomStringConvertible { var description: String }
-
-    /// Starts serving and returns once the socket is bound (or throws why not, within 15 s).
-    static func start(configuration: ViewerServerConfiguration, publishers: [Publisher],
-                      logger: Logger) throws(StartError) -> RunningViewerServer {
-        let server = ViewerServer(configuration: configuration, cameras: publishers.map(PublisherViewerHost.init),
-                                  logger: logger)
-        let outcome = PThreadLocked<(failure: String?, ended: Bool)>((nil, false))
-        let ended = DispatchSemaphore(value: 0)
-        let task = Task.detached {
-            do { try await server.run() } catch { outcome.withLock { $0.failure = Self.explain(error) } }
-            outcome.withLock { $0.ended = true }
-            ended.signal()
-        }
-        let deadline = MonotonicTimestamp.now() + .seconds(15)
-        while server.boundPort == nil {
-            let state = outcome.withLock { $0 }
-            if state.ended { throw StartError(description: state.failure ?? "the server stopped at once") }
-            if MonotonicTimestamp.now() > deadline {
-                task.cancel()
-                throw StartError(description: "not listening after 15 s")
-            }
-            Thread.sleep(forTimeInterval: 0.02)
-        }
-        return RunningViewerServer(server: server, task: task, ended: ended)
-    }
-
-    /// SwiftNIO's socket errors read "bind(descriptor:ptr:bytes:): ... (errno: 98)";
-    /// the errno's own words say it better.
-    private static func explain(_ error: any Error) -> String {
-        let text = "\(error)"
-        guard let range = text.range(of: "(errno: "), let end = text[range.upperBound...].firstIndex(of: ")"),
-              let code = Int32(text[range.upperBound..<end]) else { return text }
-        return String(cString: strerror(code))
-    }
-
-    /// Stops gracefully (requests in flight finish), waiting at most 10 s.
-    func stop() {
-        task.cancel()
-        _ = ended.wait(timeout: .now() + 10)
-    }
 }
 
 struct NegotiatedSummary: Encodable {
@@ -587,29 +548,58 @@ final class EventPrinter: Sendable {
 
     private struct DeviceLine: Encodable { var event = "device"; var state: String; var kind: String; var reason: String }
     private struct ViewerLine: Encodable { var event = "viewer"; var state: String; var id: String; var codec: String?; var selectedPair: String?; var reason: String? }
-    private struct ServingLine: Encodable { var event = "serving"; var url: String; var whep: String; var port: Int; var token: String?; var tokenFile: String? }
+    private struct ServingLine: Encodable {
+        var event = "serving"; var url: String; var whep: String; var port: Int; var token: String?; var tokenFile: String?
+        /// The embedded session: its id, this camera's stream and WHEP endpoint, the session page's link and tokens.
+        var sessionId: String; var streamId: String; var streamWhep: String; var sessionUrl: String?
+        var subscriberToken: String?; var moderatorToken: String?
+    }
     private let viewersJoined = PThreadLocked(0)
 
-    /// Where to watch: the viewer page's URL (with the token, unless it lives
-    /// in `tokenFile`: logs are no place for it) and the WHEP endpoint.
-    func serving(_ running: RunningViewerServer, listenHost: String, tokenFile: String? = nil) {
-        let server = running.server
+    /// Where to watch: the session page (every stream of the embedded
+    /// session, with a subscriber token, and with a moderator's for an
+    /// operator who talks back), the viewer page's URL (with the token,
+    /// unless it lives in `tokenFile`: logs are no place for it, nor for the
+    /// session's tokens then) and the WHEP endpoints.
+    func serving(_ server: EmbeddedRouter, camera number: Int, listenHost: String, tokenFile: String? = nil) {
         var host = listenHost
         if host == "0.0.0.0" || host == "::" {
             // Any address: name one a LAN viewer can use.
             host = HostInterfaces.addresses(includeLoopback: false).first { $0.ip.contains(".") }?.ip ?? "127.0.0.1"
         }
-        var url = server.viewerURL(publicHost: host, camera: camera ?? 1)
+        let port = server.boundPort ?? 0
+        let token = server.viewerRoutes.token
+        var url = ViewerRoutes.viewerURL(publicHost: host, port: port, token: token, camera: number)
         if tokenFile != nil { url = String(url.prefix { $0 != "?" }) }
-        let port = server.boundPort ?? server.configuration.port
-        let whep = "http://\(host.contains(":") ? "[\(host)]" : host):\(port)\(ViewerServer.cameraPath(camera ?? 1))whep"
+        let base = "http://\(host.contains(":") ? "[\(host)]" : host):\(port)"
+        let whep = base + ViewerRoutes.cameraPath(number) + "whep"
+        let sessionID = server.sessionID, streamID = server.streamID(camera: number) ?? ""
+        let sessionPage = base + "/?session=" + sessionID
+        // Printed once, with the first camera: the session holds them all.
+        let subscriberToken = number == 1 && tokenFile == nil ? server.token(role: .subscriber) : nil
+        let moderatorToken = number == 1 && tokenFile == nil ? server.token(role: .moderator) : nil
+        let streamWHEP = base + "/v2/sessions/\(sessionID)/streams/\(streamID)/subscribe"
         if json {
             emit(ServingLine(url: url, whep: whep, port: port,
-                             token: tokenFile == nil ? server.configuration.token : nil, tokenFile: tokenFile))
+                             token: tokenFile == nil ? token : nil, tokenFile: tokenFile,
+                             sessionId: sessionID, streamId: streamID, streamWhep: streamWHEP,
+                             sessionUrl: subscriberToken.map { sessionPage + "&token=" + $0 },
+                             subscriberToken: subscriberToken, moderatorToken: moderatorToken))
         } else {
             finishStatusLine()
+            if number == 1 {
+                if let subscriberToken {
+                    say("session:   open \(sessionPage)&token=\(subscriberToken)")
+                } else {
+                    say("session:   \(sessionID) (its tokens are not printed with --viewer-token-file)")
+                }
+                if let moderatorToken {
+                    say("operator:  open \(sessionPage)&token=\(moderatorToken)&publish=1 (may talk back: publishes the browser's camera and microphone)")
+                }
+            }
+            say("stream:    \(streamID) (WHEP \(streamWHEP), with a session token)")
             say("viewer:    open \(url)" + (tokenFile.map { " (with the token in \($0): camagent status prints the whole URL)" } ?? ""))
-            say("whep:      \(whep)\(server.configuration.token == nil ? " (open: no token)" : " (token required)")")
+            say("whep:      \(whep)\(token == nil ? " (open: no token)" : " (token required)")")
         }
     }
 

@@ -6,10 +6,14 @@ import MediaTypes
 
 /// The router's live captions: one `StreamCaptioner` per captioned stream,
 /// fed by the stream's audio as the router receives it (a tap beside the
-/// forwarding, which is unchanged). The speech engine is looked for once, at
-/// start: without it the router runs as ever and captions say why not.
+/// forwarding, which is unchanged), or, for a stream `camagent publish`
+/// publishes into its own session, as its encoder makes it. The speech
+/// engine is looked for once, at start: without it the router runs as ever
+/// and captions say why not.
 final class RouterCaptions: Sendable {
-    private let router: StreamRouter
+    /// Puts a tap on a stream's audio (nil takes it off); false when the stream is gone.
+    typealias TapSetter = @Sendable (_ streamID: String, _ tap: (any EncodedAudioTap)?) -> Bool
+    private let setTap: TapSetter
     private let recognizers: Result<WhisperRecognizerFactory, CaptionError>
     private let logger: Logger
     private let captioners = PThreadLocked<[String: StreamCaptioner]>([:])
@@ -17,14 +21,18 @@ final class RouterCaptions: Sendable {
     private let retired = PThreadLocked(CaptionCounters())
 
     /// Hands one stream's audio to its captioner.
-    private final class Tap: RoutedAudioTap {
+    private final class Tap: EncodedAudioTap {
         let captioner: StreamCaptioner
         init(_ captioner: StreamCaptioner) { self.captioner = captioner }
         func received(opusPayload: UnsafeRawBufferPointer) { captioner.receive(opusPayload: opusPayload) }
     }
 
-    init(router: StreamRouter, configuration: WhisperConfiguration = WhisperConfiguration(), logger: Logger) {
-        self.router = router
+    convenience init(router: StreamRouter, configuration: WhisperConfiguration = WhisperConfiguration(), logger: Logger) {
+        self.init(configuration: configuration, logger: logger) { id, tap in router.setAudioTap(streamID: id, tap) }
+    }
+
+    init(configuration: WhisperConfiguration = WhisperConfiguration(), logger: Logger, setTap: @escaping TapSetter) {
+        self.setTap = setTap
         self.logger = logger
         do {
             recognizers = .success(try WhisperRecognizerFactory(configuration: configuration))
@@ -59,7 +67,7 @@ final class RouterCaptions: Sendable {
                                                     logger: logger) { caption in
                     onCaption(id, caption.text, caption.isFinal)
                 }
-                guard router.setAudioTap(streamID: id, Tap(captioner)) else {
+                guard setTap(id, Tap(captioner)) else {
                     captioner.stop()
                     failed[id] = "the stream has ended"
                     continue
@@ -75,7 +83,7 @@ final class RouterCaptions: Sendable {
     /// The stream's captions end (captions stopped, or the stream ended).
     func stop(streamID: String) {
         guard let captioner = captioners.withLock({ $0.removeValue(forKey: streamID) }) else { return }
-        router.setAudioTap(streamID: streamID, nil)
+        _ = setTap(streamID, nil)
         captioner.stop()
         let counted = captioner.statistics
         retired.withLock { $0 = $0 + counted }

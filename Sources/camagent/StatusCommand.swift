@@ -62,7 +62,7 @@ struct StatusCommand: ParsableCommand {
         }
         // Camera 1's stats are /stats; with several cameras, camera N's are /cameras/N/stats, up to the first 404.
         var cameras: [(body: [UInt8], snapshot: Snapshot)] = []
-        while let camera = try stats(base: base, path: ViewerServer.cameraPath(cameras.count + 1) + "stats", token: token,
+        while let camera = try stats(base: base, path: ViewerRoutes.cameraPath(cameras.count + 1) + "stats", token: token,
                                      optional: !cameras.isEmpty) {
             cameras.append(camera)
         }
@@ -121,7 +121,7 @@ struct StatusCommand: ParsableCommand {
            let lan = HostInterfaces.addresses(includeLoopback: false).first(where: { $0.ip.contains(".") }) {
             components.host = lan.ip
         }
-        components.path = ViewerServer.cameraPath(camera)
+        components.path = ViewerRoutes.cameraPath(camera)
         if let token { components.queryItems = [URLQueryItem(name: "token", value: token)] }
         // URLQueryItem leaves '+' alone, which a server reads as a space.
         components.percentEncodedQuery = components.percentEncodedQuery?.replacingOccurrences(of: "+", with: "%2B")

@@ -4,6 +4,7 @@ import MediaTypes
 import TestSupport
 import Testing
 
+import SessionServer
 @testable import ViewerServer
 
 /// Stands in for the publisher's WebRTC side: answers any offer that looks like
@@ -38,24 +39,51 @@ actor FakeSessionHost: WHEPSessionHost {
 let offer = "v=0\r\no=- 42 2 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\n"
 let sdpType = ("Content-Type", "application/sdp")
 
+/// The viewer routes as `camagent publish` serves them: mounted on the
+/// router (SessionServer), whose own media is not used here.
+struct MountedViewer {
+    let server: SessionServer
+    let routes: ViewerRoutes
+
+    var boundPort: Int? { server.boundPort }
+
+    func viewerURL(publicHost: String, camera: Int = 1) -> String {
+        ViewerRoutes.viewerURL(publicHost: publicHost, port: boundPort ?? server.configuration.port,
+                               token: routes.token, camera: camera)
+    }
+}
+
+/// A media engine that takes nothing: the viewer routes never reach it.
+struct NoSessionMedia: SessionMediaEngine {
+    func publish(streamID: String, offer: String, events: @escaping @Sendable (MediaEvent) -> Void) throws(MediaEngineError) -> PublishedMedia {
+        throw .unavailable("no media in these tests")
+    }
+    func unpublish(streamID: String) {}
+    func subscribe(streamID: String, subscriberID: String, offer: String, ended: @escaping @Sendable (String) -> Void) throws(MediaEngineError) -> String {
+        throw .unavailable("no media in these tests")
+    }
+    func unsubscribe(subscriberID: String) {}
+    var counters: ForwardingCounters { ForwardingCounters() }
+}
+
 /// Runs a server on 127.0.0.1, a port the kernel picks, for the duration of `body`.
 func withServer(
     token: String? = nil,
     limits: ServerLimits = ServerLimits(),
     host: FakeSessionHost = FakeSessionHost(),
     moreCameras: [FakeSessionHost] = [],
-    _ body: (_ port: Int, _ server: ViewerServer) async throws -> Void
+    _ body: (_ port: Int, _ server: MountedViewer) async throws -> Void
 ) async throws {
     let (ports, continuation) = AsyncStream<Int>.makeStream()
     var logger = Logger(label: "ViewerServerTests")
     logger.logLevel = .warning
-    let server = ViewerServer(
-        configuration: .init(host: "127.0.0.1", port: 0, token: token, serverLimits: limits),
-        cameras: [host] + moreCameras,
-        logger: logger,
-        onServerRunning: { continuation.yield($0) }
-    )
-    try await whileRunning({ try await server.run() }, ports: ports) { port in try await body(port, server) }
+    let routes = ViewerRoutes(cameras: [host] + moreCameras, token: token)
+    let server = SessionServer(
+        configuration: .init(host: "127.0.0.1", port: 0, serverLimits: limits, additionalRoutes: routes),
+        secret: try RouterSecret(key: Array(repeating: 7, count: 32)), mediaEngine: NoSessionMedia(),
+        logger: logger, onServerRunning: { continuation.yield($0) })
+    let mounted = MountedViewer(server: server, routes: routes)
+    try await whileRunning({ try await server.run() }, ports: ports) { port in try await body(port, mounted) }
 }
 
 @Suite("WHEP endpoint")
@@ -237,7 +265,7 @@ struct ViewerServerResourceTests {
         }
     }
 
-    @Test("GET /metrics is Prometheus text: HELP and TYPE for each metric, `name value` samples")
+    @Test("GET /metrics is Prometheus text: HELP and TYPE for each metric, `name value` samples; the router's follow the viewer's")
     func metrics() async throws {
         let host = FakeSessionHost()
         try await withServer(token: "t", host: host) { port, _ in
@@ -245,7 +273,13 @@ struct ViewerServerResourceTests {
             let response = try await httpRequest(port: port, method: "GET", path: "/metrics?token=t")
             #expect(response.status == 200)
             #expect(response.header("Content-Type") == "text/plain; version=0.0.4; charset=utf-8")
-            let parsed = try parseExposition(response.text)
+            let all = try parseExposition(response.text)
+            // The router the routes are mounted on adds its own (camagent_router_*).
+            #expect(all.samples["camagent_router_sessions"] == 0 && all.types["camagent_router_sessions"] == "gauge")
+            var parsed = all
+            parsed.samples = all.samples.filter { !$0.key.hasPrefix("camagent_router_") }
+            parsed.types = all.types.filter { !$0.key.hasPrefix("camagent_router_") }
+            parsed.helps = all.helps.filter { !$0.hasPrefix("camagent_router_") }
             #expect(parsed.samples == [
                 "camagent_frames_encoded_total": 1234,
                 "camagent_frames_dropped_total": 5,
@@ -335,12 +369,8 @@ struct ViewerServerPieceTests {
 
     @Test("viewerURL: IPv6 brackets, no query when open, token percent-encoded")
     func viewerURL() {
-        let host = FakeSessionHost()
-        let logger = Logger(label: "t")
-        let open = ViewerServer(configuration: .init(port: 8080), sessions: host, logger: logger)
-        #expect(open.viewerURL(publicHost: "fe80::1") == "http://[fe80::1]:8080/")
-        let odd = ViewerServer(configuration: .init(port: 9000, token: "a b&c"), sessions: host, logger: logger)
-        #expect(odd.viewerURL(publicHost: "cam.local") == "http://cam.local:9000/?token=a%20b%26c")
+        #expect(ViewerRoutes.viewerURL(publicHost: "fe80::1", port: 8080, token: nil) == "http://[fe80::1]:8080/")
+        #expect(ViewerRoutes.viewerURL(publicHost: "cam.local", port: 9000, token: "a b&c") == "http://cam.local:9000/?token=a%20b%26c")
     }
 
     @Test("randomToken: 32 lowercase hex digits, different each time")

@@ -1,0 +1,168 @@
+import Foundation
+import Logging
+import MediaTypes
+import Publisher
+import SessionServer
+import ViewerServer
+
+/// `camagent publish` with no server given (or with --listen): the router
+/// runs in this process, with one routed session, and each camera is a
+/// stream of it published without a network hop (DESIGN.md "Sessions": one
+/// server code path). Beside the session (its page at `/?session=…`, REST,
+/// signalling, WHEP per stream, WHIP for a browser talking back), the same
+/// server keeps the single-stream viewer routes (`/`, `/whep`, `/stats`,
+/// `/metrics`, `/cameras/N/`) with the viewer token.
+final class EmbeddedRouter: Sendable {
+    let server: SessionServer
+    let sessionID: String
+    let viewerRoutes: ViewerRoutes
+    private let engine: EmbeddedMediaEngine
+    private let streams: StreamRouter
+    private let captions: RouterCaptions
+    private let localStreams: PThreadLocked<[SessionServer.LocalStream]>
+    private let task: Task<Void, Never>
+    /// Signalled when the server task has ended.
+    private let ended: DispatchSemaphore
+
+    struct StartError: Error, CustomStringConvertible { var description: String }
+
+    /// What each camera's stream says about itself in the session.
+    struct Camera {
+        let publisher: Publisher
+        let name: String
+        let hasAudio: Bool
+        let hasVideo: Bool
+        let width: Int
+        let height: Int
+    }
+
+    private init(server: SessionServer, sessionID: String, viewerRoutes: ViewerRoutes, engine: EmbeddedMediaEngine,
+                 streams: StreamRouter, captions: RouterCaptions, task: Task<Void, Never>, ended: DispatchSemaphore) {
+        self.server = server
+        self.sessionID = sessionID
+        self.viewerRoutes = viewerRoutes
+        self.engine = engine
+        self.streams = streams
+        self.captions = captions
+        self.task = task
+        self.ended = ended
+        localStreams = PThreadLocked([])
+    }
+
+    /// Starts serving, makes the session, and publishes the cameras into it;
+    /// returns once all that is done (or throws why not, within 15 s).
+    /// With `captions`, the session's captions start before the streams
+    /// join, and the cameras' streams ask for them (publishCaptions); if the
+    /// speech engine is missing, `say` tells why and the rest runs.
+    static func start(configuration: ViewerServerConfiguration, cameras: [Camera], settings: PublisherSettings,
+                      captions wantCaptions: Bool = false, logger: Logger,
+                      say: @escaping @Sendable (String) -> Void = { _ in }) throws(StartError) -> EmbeddedRouter {
+        // Tokens live as long as this process: a key of its own, never written anywhere.
+        var generator = SystemRandomNumberGenerator()
+        let secret: RouterSecret
+        do { secret = try RouterSecret(key: (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }) } catch {
+            throw StartError(description: "\(error)")
+        }
+        var media = RouterMediaSettings()
+        media.includeLoopbackCandidates = settings.includeLoopbackCandidates
+        media.subscriberConsentTimeout = settings.viewerConsentTimeout
+        let streams: StreamRouter
+        do { streams = try StreamRouter(settings: media, logger: logger) } catch {
+            throw StartError(description: "the session's media side cannot start: \(error)")
+        }
+        // Captions hear a camera's stream from its encoder, anyone else's from the router.
+        let local = LocalStreamMedia()
+        let captions = RouterCaptions(logger: logger) { id, tap in
+            if let publisher = local.publisher(of: id) { return publisher.setAudioTap(tap) }
+            return streams.setAudioTap(streamID: id, tap)
+        }
+        let engine = EmbeddedMediaEngine(routed: RouterMediaEngine(router: streams, captions: captions), local: local)
+        let viewerRoutes = ViewerRoutes(cameras: cameras.map { PublisherViewerHost(publisher: $0.publisher) },
+                                        token: configuration.token, maxBodySize: configuration.maxBodySize)
+        // One session, with no idle expiry: it lives as long as the publisher.
+        var limits = RegistryLimits()
+        limits.sessionIdleTimeout = nil
+        let server = SessionServer(
+            configuration: SessionServerConfiguration(
+                host: configuration.host, port: configuration.port, limits: limits, maxBodySize: configuration.maxBodySize,
+                serverLimits: configuration.serverLimits, additionalRoutes: viewerRoutes),
+            secret: secret, mediaEngine: engine, logger: logger)
+        let session: SessionInfo
+        do { session = try server.registry.createSession(mediaMode: .routed) } catch {
+            throw StartError(description: "the session cannot be made: \(error)")
+        }
+
+        let outcome = PThreadLocked<(failure: String?, ended: Bool)>((nil, false))
+        let ended = DispatchSemaphore(value: 0)
+        let task = Task.detached {
+            do { try await server.run() } catch { outcome.withLock { $0.failure = explainSocketError(error) } }
+            outcome.withLock { $0.ended = true }
+            ended.signal()
+        }
+        let embedded = EmbeddedRouter(server: server, sessionID: session.sessionID, viewerRoutes: viewerRoutes, engine: engine,
+                                      streams: streams, captions: captions, task: task, ended: ended)
+        let deadline = MonotonicTimestamp.now() + .seconds(15)
+        while server.boundPort == nil {
+            let state = outcome.withLock { $0 }
+            if state.ended { throw StartError(description: state.failure ?? "the server stopped at once") }
+            if MonotonicTimestamp.now() > deadline {
+                embedded.stop()
+                throw StartError(description: "not listening after 15 s")
+            }
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+        var captioned = false
+        if wantCaptions {
+            do {
+                let id = try server.startCaptions(sessionID: session.sessionID)
+                say("captions:  started (\(id)): whisper.cpp tiny.en on this machine, shown on the session page")
+                captioned = true
+            } catch {
+                say("captions:  unavailable: \(error); publishing goes on without them")
+            }
+        }
+        for camera in cameras {
+            do {
+                let stream = try server.publishLocalStream(
+                    sessionID: session.sessionID, name: camera.name, hasAudio: camera.hasAudio, hasVideo: camera.hasVideo,
+                    width: camera.width, height: camera.height, connectionData: "camagent publish",
+                    publishCaptions: captioned && camera.hasAudio
+                ) { streamID in local.attach(streamID: streamID, publisher: camera.publisher) }
+                embedded.localStreams.withLock { $0.append(stream) }
+            } catch {
+                embedded.stop()
+                throw StartError(description: "the camera's stream cannot join the session: \(error)")
+            }
+        }
+        return embedded
+    }
+
+    var boundPort: Int? { server.boundPort }
+
+    /// The stream id of camera N (1-based) in the session.
+    func streamID(camera: Int) -> String? {
+        localStreams.withLock { $0.indices.contains(camera - 1) ? $0[camera - 1].streamID : nil }
+    }
+
+    /// A client token of the session (the session page's link), valid for a day.
+    func token(role: Role) -> String? {
+        let server = server, sessionID = sessionID
+        let made = try? blockingAwait(timeout: 10) {
+            try? await server.tokens.makeClientToken(sessionID: sessionID, role: role)
+        }
+        return made ?? nil
+    }
+
+    /// A publisher's viewer ended on its own: a session subscriber's, the session hears of it.
+    func viewerLeft(viewerID: String, reason: String) { engine.local.viewerLeft(viewerID: viewerID, reason: reason) }
+
+    /// Ends the cameras' streams (streamDestroyed, clientDisconnected),
+    /// stops routing, and stops the server gracefully, waiting at most 10 s.
+    func stop() {
+        for stream in localStreams.withLock({ s in defer { s = [] }; return s }) { server.endLocalStream(stream) }
+        task.cancel()
+        _ = ended.wait(timeout: .now() + 10)
+        captions.stopAll()
+        streams.stopAll()
+    }
+}
