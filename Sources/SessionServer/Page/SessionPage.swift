@@ -16,7 +16,11 @@
 //   camera and microphone over WHIP (POST /v2/sessions/SID/publish
 //   ?connectionId=CID), so an operator can talk back to a kiosk; `&publish=1`
 //   in the URL does it at once, `&captions=1` asks for the browser's speech to
-//   be captioned (publishCaptions). The page does not subscribe to its own stream;
+//   be captioned (publishCaptions). In a relayed session the page announces
+//   its stream instead (a JSON POST to the same path) and answers each
+//   subscriber's offer itself (subscribeOffer → subscribeAnswer, on a peer
+//   connection of its own; unsubscribe closes it; one that fails is told
+//   to the router as subscriberLeft). The page does not subscribe to its own stream;
 // - it asks for every stream's captions (subscriberSettings subscribeToCaptions)
 //   and shows them over the stream's video in an aria-live region;
 // - `window.sessionState` holds what the page knows, for scripts and tests:
@@ -87,7 +91,8 @@ let sessionPageHTML = #"""
   let connectionId = null;
   let capabilities = {};
   let ownStreamIds = new Set();
-  let publishing = null;     // { pc, resource, media }
+  let publishing = null;     // { pc, resource, media }; relayed: { media, resource, viewers: Map subscriberId → pc }
+  let mediaMode = "routed";
   let retryDelay = 2000;
   const state = { connectionId: null, capabilities: {}, streams: {}, publishing: null };
   window.sessionState = state;
@@ -257,6 +262,7 @@ let sessionPageHTML = #"""
         throw new Error("this browser gives the camera only to secure pages (https://, or http://localhost)");
       }
       const media = await navigator.mediaDevices.getUserMedia({ video: { width: 640, height: 480 }, audio: true });
+      if (mediaMode === "relayed") { await announceRelayed(media); return; }
       const pc = new RTCPeerConnection({ bundlePolicy: "max-bundle" });
       for (const track of media.getTracks()) pc.addTransceiver(track, { direction: "sendonly" });
       pc.addEventListener("connectionstatechange", () => {
@@ -278,9 +284,83 @@ let sessionPageHTML = #"""
     }
   }
 
+  // Relayed: the stream is announced, and each subscriber is answered from here.
+  async function announceRelayed(media) {
+    publishing = { media, resource: null, viewers: new Map() };
+    const settings = (media.getVideoTracks()[0] || { getSettings: () => ({}) }).getSettings();
+    const url = new URL("publish", base);
+    url.searchParams.set("connectionId", connectionId || "");
+    const response = await fetch(url.href, { method: "POST", headers: authHeaders({ "Content-Type": "application/json" }),
+      body: JSON.stringify({ hasAudio: media.getAudioTracks().length > 0, hasVideo: media.getVideoTracks().length > 0,
+                             videoType: "camera", width: settings.width || 0, height: settings.height || 0 }) });
+    if (response.status !== 201) {
+      let text = await response.text();
+      try { text = JSON.parse(text).message || text; } catch (e) { /* not JSON */ }
+      throw new Error(response.status + " " + text);
+    }
+    publishing.resource = new URL(response.headers.get("Location"), url).href;
+    state.publishing.state = "announced";
+    publishStateEl.textContent = "publishing (relayed): waiting for subscribers";
+    publishButton.textContent = "Stop publishing";
+    publishButton.disabled = false;
+  }
+
+  function send(message) {
+    if (socket && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify(message));
+  }
+
+  async function answerOffer(subscriberId, sdp) {
+    if (!publishing || !publishing.viewers) {
+      send({ type: "subscribeError", subscriberId, code: 503, message: "this page is not publishing" });
+      return;
+    }
+    const pc = new RTCPeerConnection({ bundlePolicy: "max-bundle" });
+    publishing.viewers.set(subscriberId, pc);
+    pc.addEventListener("connectionstatechange", () => {
+      const viewers = publishing && publishing.viewers;
+      if (pc.connectionState === "connected") {
+        state.publishing.state = "connected";
+        publishStateEl.textContent = "publishing (relayed): " + viewers.size + " subscriber(s)";
+      }
+      // Gone without the router's unsubscribe (a closed tab): the router stops counting it.
+      if (pc.connectionState === "failed" && viewers && viewers.get(subscriberId) === pc) {
+        viewers.delete(subscriberId);
+        pc.close();
+        send({ type: "subscriberLeft", subscriberId });
+      }
+    });
+    try {
+      await pc.setRemoteDescription({ type: "offer", sdp });
+      for (const transceiver of pc.getTransceivers()) {
+        const track = publishing.media.getTracks().find((t) => t.kind === transceiver.receiver.track.kind);
+        if (track) {
+          await transceiver.sender.replaceTrack(track);
+          transceiver.direction = "sendonly";
+        } else {
+          transceiver.direction = "inactive";
+        }
+      }
+      await pc.setLocalDescription(await pc.createAnswer());
+      await gatheringComplete(pc, 3000);
+      send({ type: "subscribeAnswer", subscriberId, sdp: pc.localDescription.sdp });
+    } catch (e) {
+      publishing.viewers.delete(subscriberId);
+      pc.close();
+      send({ type: "subscribeError", subscriberId, code: 400, message: String(e.message || e).slice(0, 400) });
+    }
+  }
+
+  function closeViewer(subscriberId) {
+    const pc = publishing && publishing.viewers && publishing.viewers.get(subscriberId);
+    if (!pc) return;
+    publishing.viewers.delete(subscriberId);
+    pc.close();
+  }
+
   function stopPublishing(keepalive) {
     if (!publishing) { publishButton.disabled = false; return; }
-    publishing.pc.close();
+    if (publishing.pc) publishing.pc.close();
+    for (const pc of (publishing.viewers || new Map()).values()) pc.close();
     publishing.media.getTracks().forEach((t) => t.stop());
     remove(publishing.resource, keepalive);
     publishing = null;
@@ -307,6 +387,8 @@ let sessionPageHTML = #"""
           retryDelay = 2000;
           connectionId = m.connectionId;
           capabilities = m.capabilities || {};
+          mediaMode = m.mediaMode || "routed";
+          state.mediaMode = mediaMode;
           state.connectionId = connectionId;
           state.capabilities = capabilities;
           setState(stateEl, "connected");
@@ -330,6 +412,8 @@ let sessionPageHTML = #"""
         case "connectionDestroyed":
           if (m.connectionId === connectionId) say("disconnected by the session: " + m.reason);
           break;
+        case "subscribeOffer": answerOffer(m.subscriberId, m.sdp); break;
+        case "unsubscribe": closeViewer(m.subscriberId); break;
         case "error": say(m.message || "error"); break;
         default: break;
       }
