@@ -186,10 +186,13 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
 
     /// Answers a viewer's WHEP offer: its id (for DELETE) and the SDP answer.
     /// The viewer's connection comes up on its own; `viewerJoined` says when.
-    public func addViewer(offer: String) throws(ViewerError) -> (id: String, answer: String) {
+    /// `audioFallback` is this viewer's own choice (a session subscriber's:
+    /// OpenTok's audio fallback, on for routed sessions); nil follows
+    /// `PublisherSettings.audioFallback`.
+    public func addViewer(offer: String, audioFallback: Bool? = nil) throws(ViewerError) -> (id: String, answer: String) {
         guard [.serving, .connecting, .connected, .reconnecting].contains(state) else { throw .notPublishing }
-        return try viewers.add(offer: offer, offerable: .init(audio: audioPipeline != nil,
-                                                              video: videoPipeline?.codec))
+        return try viewers.add(offer: offer, offerable: .init(audio: audioPipeline != nil, video: videoPipeline?.codec),
+                               audioFallback: audioFallback)
     }
 
     /// Ends a viewer; false when there is no such viewer.

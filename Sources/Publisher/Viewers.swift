@@ -29,13 +29,17 @@ final class ViewerSessions: Sendable {
         /// Audio fallback's state, and the report count it last looked at.
         /// The counts at the previous decision: reports, packets sent, packets NACKed.
         let fallback = PThreadLocked<(policy: AudioFallback, reports: UInt64, sent: UInt64, nacked: UInt64)>((AudioFallback(), 0, 0, 0))
+        /// This viewer's own audio fallback choice (a session subscriber's, as
+        /// its stream's publisher set it); nil follows the publisher's setting.
+        let audioFallback: Bool?
         /// Bytes and frames per kind at the previous stats call, for bitrates.
         let previous = PThreadLocked<(time: MonotonicTimestamp, counts: [MediaKind: (UInt64, UInt64)])?>(nil)
         let joined = PThreadLocked(false)
 
         init(id: String, media: MediaSenders, transport: PeerTransport, codecs: [MediaKind: String],
-             wanted: WantedKinds) {
+             wanted: WantedKinds, audioFallback: Bool?) {
             self.id = id
+            self.audioFallback = audioFallback
             self.media = media
             self.transport = transport
             self.codecs = codecs
@@ -104,7 +108,7 @@ final class ViewerSessions: Sendable {
     /// Answers a viewer's offer and starts its connection; the answer lists
     /// the viewer's sections in order, ours sendonly, the rest rejected.
     /// `id` names the viewer (the router's subscriber id); by default a random one.
-    func add(offer text: String, offerable: Offerable, id chosenID: String? = nil) throws(ViewerError)
+    func add(offer text: String, offerable: Offerable, id chosenID: String? = nil, audioFallback: Bool? = nil) throws(ViewerError)
         -> (id: String, answer: String) {
         let offer: ViewerOffer
         do { offer = try ViewerOffer(try SessionDescription(parsing: text)) } catch { throw .badOffer(error.description) }
@@ -163,7 +167,7 @@ final class ViewerSessions: Sendable {
         logger.debug("viewer \(id) answer:\n\(answerText)")
         let session = Session(id: id, media: media, transport: transport,
                               codecs: Dictionary(uniqueKeysWithValues: tracks.map { ($0.kind, $0.codec.name) }),
-                              wanted: wanted)
+                              wanted: wanted, audioFallback: audioFallback)
         sessions.withLock { $0[id] = session }   // its place is released when it is closed
         hub.attach(media)
         startReaper()
@@ -201,7 +205,7 @@ final class ViewerSessions: Sendable {
 
     /// Audio fallback: each new receiver report of the viewer moves its policy.
     private func checkQuality(_ session: Session) {
-        guard audioFallback.load(ordering: .relaxed), session.negotiated.contains(.video) else { return }
+        guard session.audioFallback ?? audioFallback.load(ordering: .relaxed), session.negotiated.contains(.video) else { return }
         let measured: MediaKind = session.media.sendingKinds.contains(.video) || !session.negotiated.contains(.audio) ? .video : .audio
         guard let reception = session.media.reception(measured) else { return }
         var loss = reception.report.fractionLost

@@ -62,7 +62,7 @@ struct PublishCommand: ParsableCommand {
     var captions = false
 
     @Flag(name: .customLong("audio-fallback"), inversion: .prefixedNo,
-          help: "With --session: let the router stop sending video to a subscriber under heavy loss, and send it again when the loss clears (OpenTok's audio fallback).")
+          help: "Let the session stop sending video to a subscriber under heavy loss, and send it again when the loss clears (OpenTok's audio fallback): a router's with --session, its own otherwise.")
     var audioFallback = true
 
     @Option(help: "Address and port of the built-in viewer server (default 0.0.0.0:8080 when there is no --whip; port 0 picks a free one).")
@@ -247,6 +247,9 @@ struct PublishCommand: ParsableCommand {
                         relayed.withLock { $0 }?.viewerLeft(viewerID: id, reason: reason)
                         embeddedSession.withLock { $0 }?.viewerLeft(viewerID: id, reason: reason)
                     }
+                    if case .viewerVideoQuality(let id, let change) = event {
+                        embeddedSession.withLock { $0 }?.viewerVideoQuality(viewerID: id, change: change)
+                    }
                 }
             } catch { throw fail(error) }
 
@@ -290,6 +293,7 @@ struct PublishCommand: ParsableCommand {
                 // Captions of the cameras' own streams, in the session, when not publishing into another.
                 server = try EmbeddedRouter.start(configuration: configuration, cameras: cameras.map(\.embeddedCamera),
                                                   settings: settings, captions: captions && session == nil,
+                                                  audioFallback: audioFallback,
                                                   logger: logger) { text in out.say(text) }
                 embeddedSession.withLock { $0 = server }
             } catch {

@@ -144,3 +144,27 @@ def test_a_publisher_may_turn_audio_fallback_off(fault_link, workdir):
     video = [e for e in lines.all() + json_lines(proc.stdout.read()) if e.get("event") == "video"
              and e["state"] in ("disabled", "disableWarning")]
     assert video == [], video
+
+
+def test_heavy_loss_falls_back_to_audio_in_publishs_own_session(fault_link, workdir):
+    """The same fallback in `camagent publish`'s own session (no router: the subscriber is a
+    viewer of the publisher's encoder): the publisher's viewer decides, the session tells."""
+    from test_embedded_session import EmbeddedSession
+    embedded = EmbeddedSession(fault_link.b, workdir, 90)
+    proc = start_subscriber(fault_link, workdir, embedded.session_url(embedded.session),
+                            embedded.serving["subscriberToken"])
+    lines = Lines(proc, embedded)
+    lines.stats("30 frames decoded", lambda e: e["video"]["framesDecoded"] >= 30)
+    fault_link.set(loss=30)
+    disabled = lines.until(lambda e: e.get("event") == "video" and e.get("state") == "disabled", "videoDisabled",
+                           timeout=60)
+    assert disabled["reason"] == "quality", disabled
+    first = lines.stats()
+    fault_link.clear()
+    enabled = lines.until(lambda e: e.get("event") == "video" and e.get("state") == "enabled", "videoEnabled",
+                          timeout=90)
+    assert enabled["reason"] == "quality", enabled
+    lines.stats("frames decoded again", lambda e: e["video"]["framesDecoded"] >= first["video"]["framesDecoded"] + 30)
+    fault_link.a.stop(proc)
+    embedded.proc.kill()
+    embedded.proc.wait(timeout=30)

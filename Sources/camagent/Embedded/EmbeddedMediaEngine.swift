@@ -30,7 +30,7 @@ struct EmbeddedMediaEngine: SessionMediaEngine {
             return try routed.subscribe(streamID: streamID, subscriberID: subscriberID, offer: offer, ended: ended)
         }
         let viewer: (id: String, answer: String)
-        do { viewer = try publisher.addViewer(offer: offer) } catch {
+        do { viewer = try publisher.addViewer(offer: offer, audioFallback: local.audioFallback(of: streamID)) } catch {
             switch error {
             case .badOffer(let reason): throw .badOffer(reason)
             case .noCommonCodec(let reason): throw .noCommonCodec(reason)
@@ -51,9 +51,14 @@ struct EmbeddedMediaEngine: SessionMediaEngine {
         }
     }
 
-    func setAudioFallback(streamID: String, enabled: Bool) { routed.setAudioFallback(streamID: streamID, enabled: enabled) }
+    func setAudioFallback(streamID: String, enabled: Bool) {
+        if !local.setAudioFallback(streamID: streamID, enabled: enabled) {
+            routed.setAudioFallback(streamID: streamID, enabled: enabled)
+        }
+    }
 
     func onSubscriberVideoQuality(_ handler: @escaping @Sendable (String, String) -> Void) {
+        local.onVideoQuality(handler)
         routed.onSubscriberVideoQuality(handler)
     }
 
@@ -83,6 +88,10 @@ final class LocalStreamMedia: Sendable {
     private struct State {
         var streams: [String: Publisher] = [:]
         var subscribers: [String: Subscriber] = [:]
+        /// Streams whose publisher turned audio fallback off (it is on for a routed session's subscribers).
+        var fallbackOff: Set<String> = []
+        /// Where audio fallback's steps for a subscriber go (the session's messages).
+        var videoQuality: (@Sendable (_ subscriberID: String, _ messageType: String) -> Void)?
     }
 
     private let state = PThreadLocked(State())
@@ -90,6 +99,28 @@ final class LocalStreamMedia: Sendable {
     func attach(streamID: String, publisher: Publisher) { state.withLock { $0.streams[streamID] = publisher } }
 
     func publisher(of streamID: String) -> Publisher? { state.withLock { $0.streams[streamID] } }
+
+    /// Whether a new subscriber of the stream is under audio fallback.
+    func audioFallback(of streamID: String) -> Bool { state.withLock { !$0.fallbackOff.contains(streamID) } }
+
+    /// False when the stream is not local. Applies to subscribers from now on.
+    func setAudioFallback(streamID: String, enabled: Bool) -> Bool {
+        state.withLock { s in
+            guard s.streams[streamID] != nil else { return false }
+            if enabled { s.fallbackOff.remove(streamID) } else { s.fallbackOff.insert(streamID) }
+            return true
+        }
+    }
+
+    func onVideoQuality(_ handler: @escaping @Sendable (String, String) -> Void) { state.withLock { $0.videoQuality = handler } }
+
+    /// Audio fallback's step for one of a publisher's viewers: a session subscriber's goes to the session.
+    func viewerVideoQuality(viewerID: String, change: VideoQualityChange) {
+        let (subscriberID, handler) = state.withLock { s in
+            (s.subscribers.first { $0.value.viewerID == viewerID }?.key, s.videoQuality)
+        }
+        if let subscriberID { handler?(subscriberID, change.rawValue) }
+    }
 
     fileprivate func add(subscriberID: String, publisher: Publisher, viewerID: String, ended: @escaping @Sendable (String) -> Void) {
         state.withLock { $0.subscribers[subscriberID] = Subscriber(publisher: publisher, viewerID: viewerID, ended: ended) }

@@ -51,11 +51,13 @@ final class EmbeddedRouter: Sendable {
 
     /// Starts serving, makes the session, and publishes the cameras into it;
     /// returns once all that is done (or throws why not, within 15 s).
-    /// With `captions`, the session's captions start before the streams
+    /// `audioFallback` false keeps the cameras' subscribers on video whatever
+    /// their loss (OpenTok's audioFallbackEnabled; on by default, as in a
+    /// router's routed session). With `captions`, the session's captions start before the streams
     /// join, and the cameras' streams ask for them (publishCaptions); if the
     /// speech engine is missing, `say` tells why and the rest runs.
     static func start(configuration: ViewerServerConfiguration, cameras: [Camera], settings: PublisherSettings,
-                      captions wantCaptions: Bool = false, logger: Logger,
+                      captions wantCaptions: Bool = false, audioFallback: Bool = true, logger: Logger,
                       say: @escaping @Sendable (String) -> Void = { _ in }) throws(StartError) -> EmbeddedRouter {
         // Tokens live as long as this process: a key of its own, never written anywhere.
         var generator = SystemRandomNumberGenerator()
@@ -128,6 +130,7 @@ final class EmbeddedRouter: Sendable {
                     width: camera.width, height: camera.height, connectionData: "camagent publish",
                     publishCaptions: captioned && camera.hasAudio
                 ) { streamID in local.attach(streamID: streamID, publisher: camera.publisher) }
+                if !audioFallback { engine.setAudioFallback(streamID: stream.streamID, enabled: false) }
                 embedded.localStreams.withLock { $0.append(stream) }
             } catch {
                 embedded.stop()
@@ -155,6 +158,11 @@ final class EmbeddedRouter: Sendable {
 
     /// A publisher's viewer ended on its own: a session subscriber's, the session hears of it.
     func viewerLeft(viewerID: String, reason: String) { engine.local.viewerLeft(viewerID: viewerID, reason: reason) }
+
+    /// Audio fallback's step for a publisher's viewer: a session subscriber's, the session hears of it.
+    func viewerVideoQuality(viewerID: String, change: VideoQualityChange) {
+        engine.local.viewerVideoQuality(viewerID: viewerID, change: change)
+    }
 
     /// Ends the cameras' streams (streamDestroyed, clientDisconnected),
     /// stops routing, and stops the server gracefully, waiting at most 10 s.
