@@ -178,12 +178,17 @@ class Router:
     def metrics(self):
         status, _, text = http(self.net, "GET", f"{self.base}/metrics", context=self.context)
         assert status == 200, (status, text)
-        values = {}
-        for line in text.splitlines():
-            if line and not line.startswith("#"):
-                name, _, value = line.rpartition(" ")
-                values[name] = float(value)
-        return values
+        return prometheus_values(text)
+
+
+def prometheus_values(text):
+    """A Prometheus text exposition's samples: {name (with labels): value}."""
+    values = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            values[name] = float(value)
+    return values
 
 
 class SessionWatcher:

@@ -16,7 +16,7 @@ import numpy as np
 
 from pattern import decode_counter
 from publish_support import BIN, HERE, PY, check_audio, check_video, json_lines, output_lines, track_brief
-from router_support import SessionWatcher, drain, http
+from router_support import Router, SessionWatcher, drain, http, prometheus_values
 from test_router_media import start_subscriber, subscriber_result
 from test_router_page import open_session_page, wait_for_page_stream
 from viewer_checks import chromium_or_fail
@@ -24,14 +24,15 @@ from viewer_checks import chromium_or_fail
 WATCH = 6
 
 
-class EmbeddedSession:
+class EmbeddedSession(Router):
     """`camagent publish --listen` and what it printed about its session (the JSON `serving`
     line), with the calls the router tests make of `Router`: the page's base URL, tokens
     (the two it printed), the session's streams, /metrics and the log."""
 
-    def __init__(self, net, workdir, duration, *extra):
+    def __init__(self, net, workdir, duration, *extra):   # no router process: publish is the server
         self.net = net
-        port = 8443
+        self.context = None
+        port = 8080
         self.base = f"http://{net.addr}:{port}"
         self.proc = net.start([BIN, "publish", "--device", "test-pattern", "--audio", "test-tone", "--listen",
                                f"{net.addr}:{port}", "--codec", "vp8", "--size", "640x480", "--fps", "15",
@@ -49,42 +50,20 @@ class EmbeddedSession:
         self.session = self.serving["sessionId"]
         self.stream = self.serving["streamId"]
 
-    def log(self):
-        return open(self.proc.log_path).read()[-4000:]
-
     def token(self, session, role):
         assert session == self.session, (session, self.session)
         return self.serving["subscriberToken"] if role == "subscriber" else self.serving["moderatorToken"]
-
-    def session_url(self, session):
-        return f"{self.base}/v2/sessions/{session}"
 
     def streams(self, session):
         status, _, body = http(self.net, "GET", f"{self.session_url(session)}/streams", token=self.token(session, "subscriber"))
         assert status == 200, (status, body, self.log())
         return body
 
-    def wait_for_streams(self, session, count, timeout=30):
-        import time
-        deadline = time.monotonic() + timeout
-        streams = []
-        while time.monotonic() < deadline:
-            streams = self.streams(session)
-            if len(streams) >= count:
-                return streams
-            time.sleep(0.5)
-        raise AssertionError(f"{count} streams expected in session {session}, have {streams}\n{self.log()}")
-
     def metrics(self):
         """The embedded server's /metrics (the viewer token's): the publisher's numbers, then the router's."""
         status, _, text = http(self.net, "GET", f"{self.base}/metrics", token=self.serving["token"])
         assert status == 200, (status, text)
-        values = {}
-        for line in text.splitlines():
-            if line and not line.startswith("#"):
-                name, _, value = line.rpartition(" ")
-                values[name] = float(value)
-        return values
+        return prometheus_values(text)
 
     def finish(self, timeout=60):
         self.proc.wait(timeout=timeout)
