@@ -387,15 +387,15 @@ struct PublishedCamera {
     /// Its stream's name in a session (several cameras), "" otherwise.
     var streamName = ""
 
-    /// What the embedded session is told about this stream.
-    var embeddedCamera: EmbeddedRouter.Camera {
+    /// What the embedded session is told about this stream: named after its device when it is the only one.
+    var embeddedCamera: SessionCamera {
         let camera = relayedCamera
         return .init(publisher: publisher, name: streamName.isEmpty ? (negotiated.device ?? "camagent") : streamName,
                      hasAudio: camera.hasAudio, hasVideo: camera.hasVideo, width: camera.width, height: camera.height)
     }
 
     /// What a relayed session is told about this stream.
-    var relayedCamera: RelayedSessionPublishing.Camera {
+    var relayedCamera: SessionCamera {
         let size = negotiated.size?.split(separator: "x").compactMap { Int($0) } ?? []
         return .init(publisher: publisher, name: streamName, hasAudio: negotiated.audioCodec != nil,
                      hasVideo: negotiated.size != nil, width: size.first ?? 0, height: size.count == 2 ? size[1] : 0)

@@ -10,16 +10,6 @@ import Session
 /// built-in viewer answers WHEP (`Publisher.addViewer`). The media goes
 /// straight from here to the subscriber; the router never sees it.
 final class RelayedSessionPublishing: SessionDelegate, Sendable {
-    /// One camera's stream: its publisher and what the announcement says about it.
-    struct Camera: Sendable {
-        let publisher: Publisher
-        let name: String
-        let hasAudio: Bool
-        let hasVideo: Bool
-        let width: Int
-        let height: Int
-    }
-
     private let session: Session
     private let logger: Logger
     private let say: @Sendable (String) -> Void
@@ -44,7 +34,7 @@ final class RelayedSessionPublishing: SessionDelegate, Sendable {
     /// Joins the session and announces one stream per camera. Throws when
     /// the session cannot be joined, is not relayed, or refuses a stream.
     static func start(url: String, token: String, timeout: Double, allowInsecureTLS: Bool, trustedCertificatesFile: String?,
-                      cameras: [Camera], logger: Logger,
+                      cameras: [SessionCamera], logger: Logger,
                       say: @escaping @Sendable (String) -> Void) throws(SessionError) -> RelayedSessionPublishing {
         let session = Session(url: url, token: token, timeout: timeout, allowInsecureTLS: allowInsecureTLS,
                               trustedCertificatesFile: trustedCertificatesFile, logger: logger)

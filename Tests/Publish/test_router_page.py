@@ -42,16 +42,16 @@ def wait_for_page_stream(router, session, browser, besides):
     return page_stream
 
 
-def test_the_session_page_and_camagent_each_decode_the_other(net, workdir):
-    chromium_or_fail()
-
-    router = Router(net, workdir)
-    session = router.create_session()
+def page_and_camagent_decode_each_other(net, workdir, router, session, duration=45, hold=14):
+    """camagent publishes into the session; the session page (moderator token) joins and
+    publishes Chromium's fake camera and microphone. aiortc and `camagent subscribe` decode the
+    page's stream; the page's grabbed pixels show camagent's frame counter advancing. Returns
+    the page's final report, for what a test checks besides."""
     url = router.session_url(session)
-    camagent = start_camagent_publisher(net, workdir, url, router.token(session, "publisher"), duration=45)
+    camagent = start_camagent_publisher(net, workdir, url, router.token(session, "publisher"), duration=duration)
     camagent_stream = router.wait_for_streams(session, 1)[0]
 
-    browser = open_session_page(net, workdir, router, session, "--treat-as-secure", router.base, hold=14)
+    browser = open_session_page(net, workdir, router, session, "--treat-as-secure", router.base, hold=hold)
 
     # Chromium's own stream appears beside camagent's; an aiortc subscriber decodes it.
     page_stream = wait_for_page_stream(router, session, browser, besides=camagent_stream)
@@ -92,3 +92,10 @@ def test_the_session_page_and_camagent_each_decode_the_other(net, workdir):
                                              "captions": True}, session_state
     assert session_state["publishing"]["state"] == "connected", session_state
     assert session_state["streams"][camagent_stream["streamId"]]["stats"]["framesDecoded"] > 30, session_state
+    return report
+
+
+def test_the_session_page_and_camagent_each_decode_the_other(net, workdir):
+    chromium_or_fail()
+    router = Router(net, workdir)
+    page_and_camagent_decode_each_other(net, workdir, router, router.create_session())

@@ -237,45 +237,11 @@ def test_the_session_page_publishes_into_a_relayed_session_and_answers_its_subsc
     and microphone by announcing the stream and answering each subscriber's offer in
     JavaScript: an aiortc subscriber and `camagent subscribe` decode it, and the router
     forwards nothing either way."""
-    from numpy import load
-    from pattern import decode_counter, read_y4m
-    from test_router_page import open_session_page, wait_for_page_stream
-    from test_router_media import start_subscriber
+    from test_router_page import page_and_camagent_decode_each_other
     from viewer_checks import chromium_or_fail
     chromium_or_fail()
-
     router = Router(net, workdir)
     session = router.create_session("--relayed")
-    url = router.session_url(session)
-    camagent = start_camagent_publisher(net, workdir, url, router.token(session, "publisher"), duration=50)
-    camagent_stream = router.wait_for_streams(session, 1)[0]
-    browser = open_session_page(net, workdir, router, session, "--treat-as-secure", router.base, hold=16)
-    page_stream = wait_for_page_stream(router, session, browser, besides=camagent_stream)
-
-    subscriber = start_subscriber(net, workdir, f"{url}/streams/{page_stream['streamId']}/subscribe",
-                                  router.token(session, "subscriber"), "sub-page", duration=6)
-    y4m = os.path.join(workdir, "page.y4m")
-    camagent_sub = net.start([BIN, "subscribe", "--session", url, "--token", router.token(session, "subscriber"),
-                              "--stream", page_stream["streamId"], "--video-out", y4m, "--duration", "6", "--json"],
-                             "camagent-subscriber", workdir)
-    summary = subscriber_result(subscriber, router)
-    video = summary["video"][0]
-    assert video["frames"] >= 30 and set(video["sizes"]) == {"640x480"}, video
-    assert summary["audio"][0]["frames"] >= 100, summary["audio"][0]
-    camagent_sub.wait(timeout=90)
-    assert camagent_sub.returncode == 0, open(camagent_sub.log_path).read()[-3000:] + router.log()
-    pictures = read_y4m(y4m)
-    assert len(pictures) >= 30 and pictures[0][0].shape == (480, 640), len(pictures)
-
-    browser.wait(timeout=150)
-    stdout = browser.stdout.read()
-    assert browser.returncode == 0, f"viewer_chromium.py exit {browser.returncode}:\n" + open(browser.log_path).read()[-3000:]
-    report = json.loads(stdout.strip().splitlines()[-1])
-    brief = {k: v for k, v in report.items() if k not in ("chromiumLog", "answer")}
-    counters = [decode_counter(load(f["luma"])) for f in report["frames"]]
-    assert len(counters) == 2 and None not in counters and counters[1] > counters[0], (counters, brief)
-    page_session = report["session"]
-    assert page_session["mediaMode"] == "relayed" and page_session["publishing"]["state"] == "connected", page_session
+    report = page_and_camagent_decode_each_other(net, workdir, router, session, hold=16)
+    assert report["session"]["mediaMode"] == "relayed", report["session"]
     assert set(media_counters(router).values()) == {0.0}, media_counters(router)
-    camagent.wait(timeout=60)
-    assert camagent.returncode == 0, ("".join(camagent.output)[-2000:], open(camagent.log_path).read()[-3000:])

@@ -110,13 +110,14 @@ def test_a_blackhole_longer_than_the_reconnect_window_ends_it(fault_link, workdi
     assert [e["state"] for e in events(lines.all(), "state")][:2] == ["connected", "disconnected"]
 
 
-def test_heavy_loss_falls_back_to_audio_and_recovers(fault_link, workdir):
-    router, url, token = routed_stream(fault_link, workdir)
-    proc = start_subscriber(fault_link, workdir, url, token)
-    lines = Lines(proc, router)
+def fall_back_and_recover(fault_link, lines):
+    """30 % loss until videoDisabled (quality), then a clear link until videoEnabled
+    (quality) and 30 more frames decoded."""
     lines.stats("30 frames decoded", lambda e: e["video"]["framesDecoded"] >= 30)
     fault_link.set(loss=30)
-    lines.until(lambda e: e.get("event") == "video" and e.get("state") == "disabled", "videoDisabled", timeout=60)
+    disabled = lines.until(lambda e: e.get("event") == "video" and e.get("state") == "disabled", "videoDisabled",
+                           timeout=60)
+    assert disabled["reason"] == "quality", disabled
     # Video stops coming; audio goes on.
     first = lines.stats()
     fault_link.clear()
@@ -124,6 +125,13 @@ def test_heavy_loss_falls_back_to_audio_and_recovers(fault_link, workdir):
                           timeout=90)
     assert enabled["reason"] == "quality", enabled
     lines.stats("frames decoded again", lambda e: e["video"]["framesDecoded"] >= first["video"]["framesDecoded"] + 30)
+
+
+def test_heavy_loss_falls_back_to_audio_and_recovers(fault_link, workdir):
+    router, url, token = routed_stream(fault_link, workdir)
+    proc = start_subscriber(fault_link, workdir, url, token)
+    lines = Lines(proc, router)
+    fall_back_and_recover(fault_link, lines)
     fault_link.a.stop(proc)
     video = [(e["state"], e.get("reason")) for e in lines.all() if e.get("event") == "video" and e["state"] != "dimensions"]
     assert ("disableWarning", "quality") in video, video
@@ -154,17 +162,7 @@ def test_heavy_loss_falls_back_to_audio_in_publishs_own_session(fault_link, work
     proc = start_subscriber(fault_link, workdir, embedded.session_url(embedded.session),
                             embedded.serving["subscriberToken"])
     lines = Lines(proc, embedded)
-    lines.stats("30 frames decoded", lambda e: e["video"]["framesDecoded"] >= 30)
-    fault_link.set(loss=30)
-    disabled = lines.until(lambda e: e.get("event") == "video" and e.get("state") == "disabled", "videoDisabled",
-                           timeout=60)
-    assert disabled["reason"] == "quality", disabled
-    first = lines.stats()
-    fault_link.clear()
-    enabled = lines.until(lambda e: e.get("event") == "video" and e.get("state") == "enabled", "videoEnabled",
-                          timeout=90)
-    assert enabled["reason"] == "quality", enabled
-    lines.stats("frames decoded again", lambda e: e["video"]["framesDecoded"] >= first["video"]["framesDecoded"] + 30)
+    fall_back_and_recover(fault_link, lines)
     fault_link.a.stop(proc)
     embedded.proc.kill()
     embedded.proc.wait(timeout=30)

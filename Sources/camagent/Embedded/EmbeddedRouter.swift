@@ -26,16 +26,6 @@ final class EmbeddedRouter: Sendable {
 
     struct StartError: Error, CustomStringConvertible { var description: String }
 
-    /// What each camera's stream says about itself in the session.
-    struct Camera {
-        let publisher: Publisher
-        let name: String
-        let hasAudio: Bool
-        let hasVideo: Bool
-        let width: Int
-        let height: Int
-    }
-
     private init(server: SessionServer, sessionID: String, viewerRoutes: ViewerRoutes, engine: EmbeddedMediaEngine,
                  streams: StreamRouter, captions: RouterCaptions, task: Task<Void, Never>, ended: DispatchSemaphore) {
         self.server = server
@@ -56,7 +46,7 @@ final class EmbeddedRouter: Sendable {
     /// router's routed session). With `captions`, the session's captions start before the streams
     /// join, and the cameras' streams ask for them (publishCaptions); if the
     /// speech engine is missing, `say` tells why and the rest runs.
-    static func start(configuration: ViewerServerConfiguration, cameras: [Camera], settings: PublisherSettings,
+    static func start(configuration: ViewerServerConfiguration, cameras: [SessionCamera], settings: PublisherSettings,
                       captions wantCaptions: Bool = false, audioFallback: Bool = true, logger: Logger,
                       say: @escaping @Sendable (String) -> Void = { _ in }) throws(StartError) -> EmbeddedRouter {
         // Tokens live as long as this process: a key of its own, never written anywhere.

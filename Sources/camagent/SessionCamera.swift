@@ -1,0 +1,13 @@
+import Publisher
+
+/// One camera's stream as a session is told of it (a relayed session's
+/// announcement, the embedded session's local stream): its publisher, and
+/// what it carries.
+struct SessionCamera: Sendable {
+    let publisher: Publisher
+    let name: String
+    let hasAudio: Bool
+    let hasVideo: Bool
+    let width: Int
+    let height: Int
+}
