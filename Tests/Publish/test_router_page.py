@@ -42,14 +42,16 @@ def wait_for_page_stream(router, session, browser, besides):
     return page_stream
 
 
-def page_and_camagent_decode_each_other(net, workdir, router, session, duration=45, hold=14):
-    """camagent publishes into the session; the session page (moderator token) joins and
-    publishes Chromium's fake camera and microphone. aiortc and `camagent subscribe` decode the
-    page's stream; the page's grabbed pixels show camagent's frame counter advancing. Returns
-    the page's final report, for what a test checks besides."""
+def page_and_camagent_decode_each_other(net, workdir, router, session, duration=45, hold=14, camagent_stream=None):
+    """camagent publishes into the session (unless `camagent_stream` is already there: publish's
+    own session); the session page (moderator token) joins and publishes Chromium's fake camera
+    and microphone. aiortc and `camagent subscribe` decode the page's stream; the page's grabbed
+    pixels show camagent's frame counter advancing. Returns the page's final report, for what
+    a test checks besides."""
     url = router.session_url(session)
-    camagent = start_camagent_publisher(net, workdir, url, router.token(session, "publisher"), duration=duration)
-    camagent_stream = router.wait_for_streams(session, 1)[0]
+    if camagent_stream is None:
+        start_camagent_publisher(net, workdir, url, router.token(session, "publisher"), duration=duration)
+        camagent_stream = router.wait_for_streams(session, 1)[0]
 
     browser = open_session_page(net, workdir, router, session, "--treat-as-secure", router.base, hold=hold)
 
