@@ -18,7 +18,8 @@ let targets: [(name: String, dependencies: [Target.Dependency])] = [
         "FuzzHTTPSupport", .product(name: "SessionServer", package: "camagent"), .product(name: "SDP", package: "camagent"),
     ]),
     ("FuzzViewerHTTP", [
-        "FuzzHTTPSupport", .product(name: "ViewerServer", package: "camagent"), .product(name: "SDP", package: "camagent"),
+        "FuzzHTTPSupport", .product(name: "ViewerServer", package: "camagent"), .product(name: "SessionServer", package: "camagent"),
+        .product(name: "SDP", package: "camagent"),
     ]),
 ]
 

@@ -1,5 +1,6 @@
 // The built-in viewer's HTTP handlers: one request (see FuzzRequest) through
-// ViewerResponder (viewer page, WHEP POST/DELETE/PATCH, /stats, /metrics),
+// the viewer routes (viewer page, WHEP POST/DELETE/PATCH, /stats, /metrics)
+// as `camagent publish` serves them, mounted on the router's responder,
 // with a viewer token (@TOKEN@ in seeds) and a session host that answers
 // offers the real SDP parser (ViewerOffer) takes. No answer may be a 5xx but
 // the host's 503. (A refusal to a HEAD carries its text here, but none goes
@@ -7,6 +8,7 @@
 import FuzzHTTPSupport
 import FuzzSupport
 import SDP
+@testable import SessionServer
 @testable import ViewerServer
 
 private let token = "fuzz-viewer-token"
@@ -31,12 +33,29 @@ private struct ParsingHost: WHEPSessionHost {
     }
 }
 
+/// The router's own media is never reached by these routes' requests that pass its checks.
+private struct NoMedia: SessionMediaEngine {
+    func publish(streamID: String, offer: String, events: @escaping @Sendable (MediaEvent) -> Void) throws(MediaEngineError) -> PublishedMedia {
+        throw .unavailable("no media here")
+    }
+    func unpublish(streamID: String) {}
+    func subscribe(streamID: String, subscriberID: String, offer: String, ended: @escaping @Sendable (String) -> Void) throws(MediaEngineError) -> String {
+        throw .unavailable("no media here")
+    }
+    func unsubscribe(subscriberID: String) {}
+    var counters: ForwardingCounters { ForwardingCounters() }
+}
+
+private let server = SessionServer(
+    configuration: SessionServerConfiguration(
+        additionalRoutes: ViewerRoutes(cameras: [ParsingHost(), ParsingHost()], token: token, maxBodySize: 64 * 1024)),
+    secret: try! RouterSecret(key: Array(repeating: 7, count: 32)), mediaEngine: NoMedia(), logger: quietLogger)
+
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     guard let request = FuzzRequest(bytes(data, size), substitutions: ["@TOKEN@": token]) else { return 0 }
     runBlocking {
-        let responder = ViewerResponder(cameras: [ParsingHost(), ParsingHost()], token: token, maxBodySize: 64 * 1024)
-        let response = await respond(responder, to: request, logger: quietLogger)
+        let response = await respond(server.makeResponder(), to: request, logger: quietLogger)
         check((100...599).contains(response.status), "status \(response.status)")
         check(response.status < 500 || response.status == 503, "\(response.status) for \(request.method) \(request.path)")
     }
