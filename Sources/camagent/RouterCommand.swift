@@ -152,30 +152,22 @@ struct RouterCommand: ParsableCommand {
 
         // The server runs in a ServiceGroup that turns SIGINT and SIGTERM into
         // a graceful shutdown; this thread waits for it to start, then to end.
-        let outcome = PThreadLocked<(failure: String?, ended: Bool)>((nil, false))
-        let ended = DispatchSemaphore(value: 0)
-        Task.detached {
-            let group = ServiceGroup(configuration: .init(
-                services: [server], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
-            do { try await group.run() } catch { outcome.withLock { $0.failure = explainSocketError(error) } }
-            outcome.withLock { $0.ended = true }
-            ended.signal()
-        }
-        let deadline = Date().addingTimeInterval(15)
-        while server.boundPort == nil {
-            let state = outcome.withLock { $0 }
-            if state.ended || Date() > deadline {
-                let why = state.failure ?? (state.ended ? "the server stopped at once" : "not listening after 15 s")
-                printError("camagent: the router cannot listen on \(listen): \(why)")
-                throw ExitCode(ExitCodes.listenFailed)
-            }
-            Thread.sleep(forTimeInterval: 0.02)
+        let running: BackgroundServer
+        do {
+            running = try BackgroundServer(run: {
+                let group = ServiceGroup(configuration: .init(
+                    services: [server], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+                try await group.run()
+            }, boundPort: { server.boundPort })
+        } catch {
+            printError("camagent: the router cannot listen on \(listen): \(error)")
+            throw ExitCode(ExitCodes.listenFailed)
         }
         var shownHost = host
         if shownHost.contains(":") { shownHost = "[\(shownHost)]" }
         printLine("router: listening on \(tls == nil ? "http" : "https")://\(shownHost):\(server.boundPort ?? port)")
-        ended.wait()  // until SIGINT/SIGTERM, or the server failing
-        if let failure = outcome.withLock({ $0.failure }) {
+        running.waitForEnd()  // until SIGINT/SIGTERM, or the server failing
+        if let failure = running.failure {
             printError("camagent: the router stopped: \(failure)")
             throw ExitCode(ExitCodes.driverError)
         }

@@ -20,22 +20,19 @@ final class EmbeddedRouter: Sendable {
     private let streams: StreamRouter
     private let captions: RouterCaptions
     private let localStreams: PThreadLocked<[SessionServer.LocalStream]>
-    private let task: Task<Void, Never>
-    /// Signalled when the server task has ended.
-    private let ended: DispatchSemaphore
+    private let running: BackgroundServer
 
     struct StartError: Error, CustomStringConvertible { var description: String }
 
     private init(server: SessionServer, sessionID: String, viewerRoutes: ViewerRoutes, engine: EmbeddedMediaEngine,
-                 streams: StreamRouter, captions: RouterCaptions, task: Task<Void, Never>, ended: DispatchSemaphore) {
+                 streams: StreamRouter, captions: RouterCaptions, running: BackgroundServer) {
         self.server = server
         self.sessionID = sessionID
         self.viewerRoutes = viewerRoutes
         self.engine = engine
         self.streams = streams
         self.captions = captions
-        self.task = task
-        self.ended = ended
+        self.running = running
         localStreams = PThreadLocked([])
     }
 
@@ -84,25 +81,14 @@ final class EmbeddedRouter: Sendable {
             throw StartError(description: "the session cannot be made: \(error)")
         }
 
-        let outcome = PThreadLocked<(failure: String?, ended: Bool)>((nil, false))
-        let ended = DispatchSemaphore(value: 0)
-        let task = Task.detached {
-            do { try await server.run() } catch { outcome.withLock { $0.failure = explainSocketError(error) } }
-            outcome.withLock { $0.ended = true }
-            ended.signal()
+        let running: BackgroundServer
+        do { running = try BackgroundServer(run: { try await server.run() }, boundPort: { server.boundPort }) } catch {
+            captions.stopAll()
+            streams.stopAll()
+            throw StartError(description: error.description)
         }
         let embedded = EmbeddedRouter(server: server, sessionID: session.sessionID, viewerRoutes: viewerRoutes, engine: engine,
-                                      streams: streams, captions: captions, task: task, ended: ended)
-        let deadline = MonotonicTimestamp.now() + .seconds(15)
-        while server.boundPort == nil {
-            let state = outcome.withLock { $0 }
-            if state.ended { throw StartError(description: state.failure ?? "the server stopped at once") }
-            if MonotonicTimestamp.now() > deadline {
-                embedded.stop()
-                throw StartError(description: "not listening after 15 s")
-            }
-            Thread.sleep(forTimeInterval: 0.02)
-        }
+                                      streams: streams, captions: captions, running: running)
         var captioned = false
         if wantCaptions {
             do {
@@ -158,8 +144,7 @@ final class EmbeddedRouter: Sendable {
     /// stops routing, and stops the server gracefully, waiting at most 10 s.
     func stop() {
         for stream in localStreams.withLock({ s in defer { s = [] }; return s }) { server.endLocalStream(stream) }
-        task.cancel()
-        _ = ended.wait(timeout: .now() + 10)
+        running.stop()
         captions.stopAll()
         streams.stopAll()
     }
