@@ -31,7 +31,7 @@ public struct ViewerRoutes: AdditionalRoutes {
         return try await route(request, context, routerMetrics: routerMetrics)
     }
 
-    func route(_ request: Request, _ context: Context, routerMetrics: @Sendable () -> String = { "" }) async throws -> Response {
+    func route(_ request: Request, _ context: Context, routerMetrics: @Sendable () -> String) async throws -> Response {
         var parts = request.uri.path.split(separator: "/", omittingEmptySubsequences: true)
         let method = request.method
         // /cameras/N/... is camera N's; everything else is the first camera's.
