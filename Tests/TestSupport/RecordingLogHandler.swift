@@ -3,7 +3,11 @@ import Logging
 
 /// A log handler that keeps what it is given (every level), to check what a
 /// call logged, or that something (a token) never reached the log.
-public final class RecordingLogHandler: LogHandler, @unchecked Sendable {
+///
+/// A struct, as swift-log expects: a `Logger` copied to another task and given
+/// metadata there (Hummingbird does this per connection) then gets its own copy
+/// instead of writing to one shared by every thread. Only the store is shared.
+public struct RecordingLogHandler: LogHandler, Sendable {
     public final class Store: @unchecked Sendable {
         private let lock = NSLock()
         private var entries: [(level: Logger.Level, message: String, metadata: String)] = []
