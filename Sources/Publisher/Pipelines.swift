@@ -32,6 +32,8 @@ final class VideoPipeline: VideoCaptureConsumer, @unchecked Sendable {   // enco
     private let logger: Logger
     private let onError: @Sendable (PublisherError) -> Void
     private let onCaptureEvent: @Sendable (CaptureEvent) -> Void
+    /// The encoded picture's size, each time it changes (the first encoder, a new mode, another camera).
+    private let onEncodedSize: @Sendable (FrameSize) -> Void
     /// What the answer sets; read on every frame.
     private let control = PThreadLocked<(codec: VideoCodec, framesPerSecond: Double)>((.vp8, 30))
     private let counters = PThreadLocked(Counts())
@@ -50,13 +52,16 @@ final class VideoPipeline: VideoCaptureConsumer, @unchecked Sendable {   // enco
     /// Where pixels are turned or their range converted; made on first need.
     private var prepared: VideoFrame?
     private var rotator: PixelRotator?
+    private var reportedSize: FrameSize?
 
     init(hub: MediaHub, codec: VideoCodec, framesPerSecond: Double, logger: Logger,
          onError: @escaping @Sendable (PublisherError) -> Void,
+         onEncodedSize: @escaping @Sendable (FrameSize) -> Void = { _ in },
          onCaptureEvent: @escaping @Sendable (CaptureEvent) -> Void = { _ in }) {
         self.hub = hub
         self.logger = logger
         self.onError = onError
+        self.onEncodedSize = onEncodedSize
         self.onCaptureEvent = onCaptureEvent
         control.withLock { $0 = (codec, framesPerSecond) }
     }
@@ -181,6 +186,11 @@ final class VideoPipeline: VideoCaptureConsumer, @unchecked Sendable {   // enco
         if encoder?.size != size {
             encoder = try make()
             logger.info("\(E.codecName) encoder: \(size) at \(target / 1000) kbps")
+            // A codec switch remakes the encoder at the same size: not news.
+            if reportedSize != size {
+                reportedSize = size
+                onEncodedSize(size)
+            }
         }
         guard let encoder else { return }
         if abs(encoder.bitrateKbps - target / 1000) * 20 > encoder.bitrateKbps { try encoder.setBitrate(kbps: target / 1000) }

@@ -91,7 +91,10 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
         if let video {
             let fps = video.captureSettings?.grantedFramesPerSecond ?? 30
             let pipeline = VideoPipeline(hub: hub, codec: settings.codecPreference.first ?? .vp8, framesPerSecond: fps,
-                                         logger: logger, onError: report) { [weak self] event in self?.videoEvent(event) }
+                                         logger: logger, onError: report,
+                                         onEncodedSize: { [weak self] size in
+                                             self?.onEvent(.videoDimensions(width: size.width, height: size.height))
+                                         }) { [weak self] event in self?.videoEvent(event) }
             videoPipeline = pipeline
             pipeline.start()
             video.setConsumer(pipeline)

@@ -97,6 +97,10 @@ public enum PublisherEvent: Sendable {
     /// Audio fallback for one viewer (routed subscribers): heavy loss warned
     /// of, video stopped for it, video back once the loss cleared.
     case viewerVideoQuality(id: String, change: VideoQualityChange)
+    /// The size of the pictures sent, on the encoder thread: first when the
+    /// encoder is made, then each time it changes (a camera back in another
+    /// mode, another camera). A session reports it as the stream's videoDimensions.
+    case videoDimensions(width: Int, height: Int)
 }
 
 /// The steps of audio fallback, as OpenTok names its events.

@@ -250,6 +250,10 @@ struct PublishCommand: ParsableCommand {
                     if case .viewerVideoQuality(let id, let change) = event {
                         embeddedSession.withLock { $0 }?.viewerVideoQuality(viewerID: id, change: change)
                     }
+                    // The camera came back in another mode: the session's stream says its new size.
+                    if case .videoDimensions(let width, let height) = event {
+                        embeddedSession.withLock { $0 }?.videoDimensions(camera: index + 1, width: width, height: height)
+                    }
                 }
             } catch { throw fail(error) }
 
@@ -547,9 +551,15 @@ final class EventPrinter: Sendable {
                 finishStatusLine()
                 say("device:    \(kind.rawValue) \(description)")
             }
+        case .videoDimensions(let width, let height):
+            if json { emit(VideoSizeLine(width: width, height: height)) } else {
+                finishStatusLine()
+                say("video:     sending \(width)x\(height)")
+            }
         }
     }
 
+    private struct VideoSizeLine: Encodable { var event = "videoDimensions"; var width: Int; var height: Int }
     private struct DeviceLine: Encodable { var event = "device"; var state: String; var kind: String; var reason: String }
     private struct ViewerLine: Encodable { var event = "viewer"; var state: String; var id: String; var codec: String?; var selectedPair: String?; var reason: String? }
     private struct ServingLine: Encodable {

@@ -185,3 +185,28 @@ def test_publish_captions_show_on_its_own_session_page(net, workdir):
     net.stop(subscriber)
     embedded.proc.kill()
     embedded.proc.wait(timeout=30)
+
+
+def test_the_sessions_video_dimensions_follow_the_pictures_sent(net, workdir):
+    """A camera turned a quarter (--rotation 90) is announced at the size it captures, and
+    sent that way with the rotation as CVO metadata. aiortc does not take CVO, so once it
+    subscribes the encoder turns the pixels and sends 480x640: the session says so
+    (streamPropertyChanged videoDimensions), and what aiortc decodes is that size. The same
+    path carries a camera back in another mode, or another camera (Tests/PublisherTests)."""
+    embedded = EmbeddedSession(net, workdir, 14, "--rotation", "90")
+    watcher = SessionWatcher(net, embedded.session_url(embedded.session), embedded.serving["subscriberToken"])
+    [stream] = watcher.wait_for("connected")["streams"]
+    assert (stream["width"], stream["height"]) == (640, 480), stream
+
+    aiortc = start_subscriber(net, workdir, embedded.serving["streamWhep"], embedded.serving["subscriberToken"], "sub-aiortc")
+    changed = watcher.wait_for("streamPropertyChanged", lambda m: m["property"] == "videoDimensions", timeout=30)
+    assert changed["streamId"] == embedded.stream, changed
+    assert (changed["oldValue"], changed["newValue"]) == ({"width": 640, "height": 480}, {"width": 480, "height": 640}), changed
+    summary = subscriber_result(aiortc, embedded)
+    video = summary["video"][0]   # turned pixels: the pattern's counter is not read sideways
+    assert video["sizes"] == {"480x640": video["frames"]} and video["frames"] >= 0.5 * (WATCH - 2) * 15, video
+    assert [s for s in embedded.streams(embedded.session) if s["streamId"] == embedded.stream][0]["height"] == 640
+
+    events = embedded.finish()
+    assert {"event": "videoDimensions", "width": 480, "height": 640} in events, [e for e in events if e.get("event") != "stats"][-8:]
+    watcher.close()

@@ -227,8 +227,9 @@ struct DeviceLossTests {
         let connection = hub.makeSenders([(.video, 96)])
         hub.attach(connection)
         connection.setSending([.video])
+        let sizes = PThreadLocked<[FrameSize]>([])
         let pipeline = VideoPipeline(hub: hub, codec: .vp8, framesPerSecond: 30, logger: FramePathTests.logger,
-                                     onError: { _ in })
+                                     onError: { _ in }, onEncodedSize: { size in sizes.withLock { $0.append(size) } })
         pipeline.start()
         defer { pipeline.stop() }
         pipeline.consume(FramePathTests.frame(width: 64, height: 48))
@@ -244,6 +245,8 @@ struct DeviceLossTests {
         // Same stream, same SSRC, sequence numbers carry on.
         #expect(Set((first + after).map(\.header.ssrc)).count == 1)
         #expect(after.first!.header.sequenceNumber == first.last!.header.sequenceNumber &+ 1)
+        // The owner hears each size once: what a session reports as the stream's videoDimensions.
+        #expect(sizes.withLock { $0 } == [FrameSize(width: 64, height: 48), FrameSize(width: 32, height: 24)])
     }
 
     @Test func anotherCameraCanBeSwappedInWhileLive() throws {

@@ -132,6 +132,13 @@ final class EmbeddedRouter: Sendable {
         return made ?? nil
     }
 
+    /// Camera N (1-based) now sends pictures of another size: its stream's
+    /// videoDimensions change (streamPropertyChanged, when it is news).
+    func videoDimensions(camera: Int, width: Int, height: Int) {
+        guard let stream = localStreams.withLock({ $0.indices.contains(camera - 1) ? $0[camera - 1] : nil }) else { return }
+        server.report(.videoDimensions(width: width, height: height), of: stream)
+    }
+
     /// A publisher's viewer ended on its own: a session subscriber's, the session hears of it.
     func viewerLeft(viewerID: String, reason: String) { engine.local.viewerLeft(viewerID: viewerID, reason: reason) }
 
