@@ -294,10 +294,10 @@ public final class ICEAgent {
         return true
     }
 
-    /// A lite agent's peer proved alive another way: authenticated media
-    /// (SRTP) arrived on the selected pair. Some full agents (libnice, in
+    /// A lite agent's peer proved alive another way: authenticated media or
+    /// reports (SRTP, SRTCP) arrived. Some full agents (libnice, in
     /// GStreamer's webrtcbin) send no consent checks to a lite peer, only
-    /// media, so for a lite agent that receives media, media counts as consent.
+    /// media, so for a lite agent what the peer sends under its keys counts as consent.
     public func peerProvedAlive(now: Double) {
         guard lite, selectedPair != nil else { return }
         lastConsent = now

@@ -342,7 +342,7 @@ package final class PeerTransport: @unchecked Sendable {   // `run` state belong
             guard let first = datagram.first else { continue }
             switch first {
             case 20...63: handleDTLS(datagram)
-            case 128...191 where count >= 2 && (192...223).contains(datagram[1]): handleRTCP(datagram)
+            case 128...191 where count >= 2 && (192...223).contains(datagram[1]): handleRTCP(datagram, now: now)
             case 128...191 where receiver != nil: handleRTP(datagram, now: now)
             default: break   // RTP towards a send-only publisher, or noise
             }
@@ -384,7 +384,7 @@ package final class PeerTransport: @unchecked Sendable {   // `run` state belong
         setPhase(.connected)
     }
 
-    private func handleRTCP(_ datagram: UnsafeRawBufferPointer) {
+    private func handleRTCP(_ datagram: UnsafeRawBufferPointer, now: Double) {
         guard let inbound else { return }
         rtcpBuffer.removeAll(keepingCapacity: true)
         rtcpBuffer.append(contentsOf: datagram)
@@ -392,6 +392,10 @@ package final class PeerTransport: @unchecked Sendable {   // `run` state belong
             logger.debug("RTCP dropped: \(error)")
             return
         }
+        // A receive-only viewer's authenticated reports prove it is there, as a
+        // publisher's media does: its consent checks alone come only every 4-6 s
+        // (aioice), which a short --viewer-timeout could mistake for a departure.
+        agent.peerProvedAlive(now: now)
         guard let packets = try? RTCPPacket.parseCompound(rtcpBuffer[...]) else { return }
         receiver?.receive(rtcp: packets, now: Self.now())
         let now = NTPTime.compact(NTPTime.now())
