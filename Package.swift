@@ -142,10 +142,10 @@ let package = Package(
         .target(name: "SecureTransport", dependencies: ["MediaTypes", "CSRTP", "COpenSSL", "OpenSSLSupport"]),
         // Video and audio encoders for the publisher: VP8 (libvpx), H.264 (OpenH264), Opus (libopus).
         .target(name: "Encoders", dependencies: ["MediaTypes", "CVPX", "COpenH264", "COpus", "CYUV"]),
-        // WHIP (RFC 9725): a small blocking HTTP/1.1 client over POSIX sockets, TLS by OpenSSL.
+        // WHIP (RFC 9725): a small blocking HTTP/1.1 client over POSIX sockets, TLS by OpenSSL; the publisher's WHIP signalling.
         .target(
             name: "WHIP",
-            dependencies: ["MediaTypes", "COpenSSL", "OpenSSLSupport", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["MediaTypes", "Publisher", "COpenSSL", "OpenSSLSupport", .product(name: "Logging", package: "swift-log")]
         ),
         // The WebRTC publisher: encoders → RTP → pacer → SRTP over ICE, WHIP signaling, stats.
         .target(
@@ -167,7 +167,7 @@ let package = Package(
         // A client of a router session: the signalling WebSocket, its events, subscribing (issue 14).
         .target(
             name: "Session",
-            dependencies: ["MediaTypes", "WHIP", "Subscriber", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["MediaTypes", "WHIP", "Publisher", "Subscriber", .product(name: "Logging", package: "swift-log")]
         ),
         // The embedded viewer's routes, mounted on the in-process router: viewer page, WHEP, /stats, /metrics.
         .target(
@@ -285,7 +285,7 @@ let package = Package(
             ]
         ),
         .testTarget(name: "SessionServerTLSTests", dependencies: ["SessionServerTLS"]),
-        .testTarget(name: "SubscriberTests", dependencies: ["Subscriber", "Session", "WHIP", "RTP", "SDP", "Publisher"]),
+        .testTarget(name: "SubscriberTests", dependencies: ["Subscriber", "Session", "WHIP", "RTP", "SDP", "Publisher", "AudioDevices", "MediaTypes"]),
         .testTarget(
             name: "SystemdSupportTests",
             dependencies: ["SystemdSupport", "TestSupport", .product(name: "Logging", package: "swift-log")]

@@ -24,7 +24,9 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
     private let audio: (any AudioDevice)?
     private let signaling: (any PublisherSignaling)?
     private let logger: Logger
+    /// The owner's handler, then every observer's (`observeEvents`).
     private let onEvent: @Sendable (PublisherEvent) -> Void
+    private let observers: PThreadLocked<[@Sendable (PublisherEvent) -> Void]>
 
     private let certificate: DTLSCertificate
     private let hub: MediaHub
@@ -62,7 +64,13 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
         audio = settings.audioTrack ? audioDevice : nil
         self.signaling = signaling
         self.logger = logger
-        self.onEvent = onEvent
+        let observers = PThreadLocked<[@Sendable (PublisherEvent) -> Void]>([])
+        self.observers = observers
+        let emit: @Sendable (PublisherEvent) -> Void = { event in
+            onEvent(event)
+            for observer in observers.withLock({ $0 }) { observer(event) }
+        }
+        self.onEvent = emit
         guard video != nil || audio != nil else { throw .nothingToPublish }
         do { certificate = try DTLSCertificate() } catch { throw .connection(.dtls(error)) }
         hub = MediaHub(videoBitrateCeiling: settings.videoBitrate)
@@ -76,7 +84,7 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
         } else {
             whipMedia = nil
         }
-        viewers = ViewerSessions(hub: hub, certificate: certificate, settings: settings, logger: logger, onEvent: onEvent)
+        viewers = ViewerSessions(hub: hub, certificate: certificate, settings: settings, logger: logger, onEvent: emit)
     }
 
     public var state: PublisherState { control.withLock { $0.state } }
@@ -221,6 +229,19 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
 
     /// Viewers whose connection is up.
     public var viewerCount: Int { viewers.connectedCount }
+
+    /// Hands every event from now on to `handler` too, after the owner's
+    /// own: a session this publisher publishes into hears its viewers leave.
+    public func observeEvents(_ handler: @escaping @Sendable (PublisherEvent) -> Void) {
+        observers.withLock { $0.append(handler) }
+    }
+
+    /// What this publisher sends: audio, video, and the size the camera
+    /// captures at (nil before it is opened, or without video).
+    public var media: (audio: Bool, video: Bool, captureSize: FrameSize?) {
+        let size = video?.captureSettings.map { FrameSize(width: $0.outputFormat.width, height: $0.outputFormat.height) }
+        return (audio != nil, video != nil, size)
+    }
 
     private func stopCapture() {
         video?.stop()

@@ -21,12 +21,14 @@ public final class Session: Sendable {
     public let sessionURL: String
     public let events: AsyncStream<SessionEvent>
     private let continuation: AsyncStream<SessionEvent>.Continuation
-    private let token: String
-    private let timeout: Double
-    private let allowInsecureTLS: Bool
-    private let trustedCertificatesFile: String?
-    private let logger: Logger
+    let token: String
+    let timeout: Double
+    let allowInsecureTLS: Bool
+    let trustedCertificatesFile: String?
+    let logger: Logger
     private let state = PThreadLocked<State>(State())
+    /// The streams this client publishes here (`publish`).
+    let publications = SessionPublications()
     /// The subscribers made here, to hand them what the router says about them.
     private let subscribers = PThreadLocked<[WeakSubscriber]>([])
 
@@ -120,8 +122,10 @@ public final class Session: Sendable {
         state.withLock { $0.reader = reader }
     }
 
-    /// Closes the WebSocket (the router then says connectionDestroyed to the others).
+    /// Unpublishes what this client published here, then closes the
+    /// WebSocket (the router then says connectionDestroyed to the others).
     public func disconnect() {
+        for publication in publications.all { unpublish(publication.publisher) }
         let (socket, reader) = state.withLock { s in (s.socket, s.reader) }
         readerStop.requestStop()
         socket?.close()
@@ -179,15 +183,15 @@ public final class Session: Sendable {
     /// (streamCreated to everyone) and returns its id. The router then
     /// passes each subscriber's offer here as `subscribeOffer`.
     public func announceRelayedStream(name: String, hasAudio: Bool, hasVideo: Bool,
-                                      width: Int, height: Int) throws(SessionError) -> String {
+                                      width: Int, height: Int, publishCaptions: Bool = false) throws(SessionError) -> String {
         guard let connectionId else { throw .notConnected }
         let body: [String: Any] = ["hasAudio": hasAudio, "hasVideo": hasVideo, "videoType": "camera",
                                    "width": width, "height": height]
         let data = (try? JSONSerialization.data(withJSONObject: body, options: [.sortedKeys])) ?? Data()
         var query = "connectionId=\(connectionId)"
-        if !name.isEmpty {
-            query += "&name=" + (name.addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed.subtracting(CharacterSet(charactersIn: "&=+"))) ?? "")
-        }
+        if !name.isEmpty { query += "&name=" + Self.queryEncoded(name) }
+        // Captions are for routed sessions: the router says so plainly.
+        if publishCaptions { query += "&publishCaptions=true" }
         let response = try Self.rest("POST", "\(sessionURL)/publish?\(query)", token: token, body: Array(data),
                                      timeout: timeout, trustedCertificatesFile: trustedCertificatesFile)
         struct Announced: Decodable { var streamId: String }
@@ -346,6 +350,7 @@ public final class Session: Sendable {
     }
 
     private func deliver(_ event: SessionEvent) {
+        publishingEvent(event)
         continuation.yield(event)
         state.withLock { $0.delegate }?.session(self, didReceive: event)
     }

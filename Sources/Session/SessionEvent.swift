@@ -1,3 +1,4 @@
+import Publisher
 import WHIP
 
 /// What a session's role lets this connection do (the `connected` message's `capabilities`).
@@ -53,6 +54,10 @@ public enum SessionError: Error, Sendable, CustomStringConvertible {
     case notConnected
     /// The router's REST API said no: its status and message.
     case refused(status: Int, message: String)
+    /// The publisher could not start: its devices, or its media to the router.
+    case publisher(PublisherError)
+    /// `publish` was given a publisher this session cannot publish (routed: one not made by `makePublisher`).
+    case unusablePublisher(String)
 
     public var description: String {
         switch self {
@@ -61,6 +66,8 @@ public enum SessionError: Error, Sendable, CustomStringConvertible {
         case .timedOut(let s): "the router did not confirm the session within \(Int(s)) s"
         case .notConnected: "the session is not connected"
         case .refused(let status, let message): "the router refused (\(status)): \(message)"
+        case .publisher(let e): e.description
+        case .unusablePublisher(let why): why
         }
     }
 }

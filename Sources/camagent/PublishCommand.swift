@@ -44,19 +44,6 @@ struct PublishCommand: ParsableCommand {
     @Option(help: "A camagent router session to publish into (http://HOST:PORT/v2/sessions/SID), over WHIP with --token, a publisher token of that session.")
     var session: String?
 
-    /// Where WHIP goes: --whip, or the session's publish endpoint with its
-    /// query (a stream name, when several cameras make several streams).
-    func whipEndpoint(streamName: String?) -> String? {
-        whip ?? session.map { url in
-            var base = url
-            while base.hasSuffix("/") { base.removeLast() }
-            var query: [String] = []
-            if !audioFallback { query.append("audioFallback=false") }
-            if captions { query.append("publishCaptions=true") }
-            if let streamName { query.append("name=" + percentEncoded(streamName)) }
-            return base + "/publish" + (query.isEmpty ? "" : "?" + query.joined(separator: "&"))
-        }
-    }
 
     @Flag(help: "Live captions of this stream's audio (publishCaptions), recognised on this machine. In its own session (no --whip or --session) they start at once and show on the session page; with --session the router recognises speech while that session's captions run (POST /v2/sessions/SID/captions) and sends the text to subscribers that want it. Needs audio.")
     var captions = false
@@ -162,8 +149,9 @@ struct PublishCommand: ParsableCommand {
             printError("camagent: MissingAudioTrack: --captions needs audio to recognise, and --audio none publishes none")
             throw ExitCode(ExitCodes.missingAudioTrack)
         }
-        // A relayed session takes no WHIP: this client answers its subscribers itself.
-        let relayedSession = try session.flatMap { url in try isRelayed(url) ? url : nil }
+        // Asked of the router before any device opens, then joined: its streams are this client's
+        // (routed: media over WHIP to the router; relayed: subscribers are answered here).
+        let joined = try session.map { url in try joinSession(url, logger: logger, out: out) }
         // Audio first: a missing sound card should fail before the camera opens.
         var audioDevice: (any AudioDevice)?
         let format = AudioFormat(sampleRate: 48_000, channels: channels)
@@ -205,7 +193,7 @@ struct PublishCommand: ParsableCommand {
         }
 
         // The built-in server runs when asked for, and always without a WHIP server.
-        let firstEndpoint = relayedSession ?? whipEndpoint(streamName: nil)
+        let firstEndpoint = session ?? whip
         let listenAddress = (listen ?? (firstEndpoint == nil ? "0.0.0.0:8080" : nil)).flatMap(parseListenAddress)
         var settings = PublisherSettings()
         settings.codecPreference = [codec]
@@ -217,15 +205,13 @@ struct PublishCommand: ParsableCommand {
         settings.viewerConsentTimeout = viewerTimeout
 
         var cameras: [PublishedCamera] = []
-        // Set once the relayed session is joined, or the embedded one runs (after the publishers exist), read by their events.
-        let relayed = PThreadLocked<RelayedSessionPublishing?>(nil)
+        // Set once the embedded session runs (after the publishers exist), read by their events.
         let embeddedSession = PThreadLocked<EmbeddedRouter?>(nil)
         for (index, capture) in captures.enumerated() {
             let cameraOut = several ? out.forCamera(index + 1) : out
             let microphone = index == 0 ? audioDevice : nil
             // In a session, several cameras are several streams: each is named after its camera.
             let streamName = several ? "camera \(index + 1): \(capture?.captureSettings?.device ?? "audio")" : nil
-            let whip = relayedSession == nil ? whipEndpoint(streamName: streamName) : nil
             var signaling: WHIPSignaling?
             if let whip {
                 do {
@@ -239,12 +225,10 @@ struct PublishCommand: ParsableCommand {
             cameraSettings.audioTrack = microphone != nil
             let publisher: Publisher
             do {
-                publisher = try Publisher(settings: cameraSettings, videoCapture: capture, audioDevice: microphone,
-                                          signaling: signaling, logger: logger) { event in
+                let onEvent: @Sendable (PublisherEvent) -> Void = { event in
                     cameraOut.event(event)
-                    // A relayed subscriber that vanished: the router is told (see RelayedSessionPublishing).
+                    // A subscriber of publish's own session that vanished: the session is told.
                     if case .viewerLeft(let id, let reason) = event {
-                        relayed.withLock { $0 }?.viewerLeft(viewerID: id, reason: reason)
                         embeddedSession.withLock { $0 }?.viewerLeft(viewerID: id, reason: reason)
                     }
                     if case .viewerVideoQuality(let id, let change) = event {
@@ -255,7 +239,20 @@ struct PublishCommand: ParsableCommand {
                         embeddedSession.withLock { $0 }?.videoDimensions(camera: index + 1, width: width, height: height)
                     }
                 }
-            } catch { throw fail(error) }
+                if let joined {
+                    // The session gives it its signalling (routed: WHIP to the router, tied to this client).
+                    publisher = try joined.session.makePublisher(settings: cameraSettings, videoCapture: capture,
+                                                                 audioDevice: microphone, onEvent: onEvent)
+                } else {
+                    publisher = try Publisher(settings: cameraSettings, videoCapture: capture, audioDevice: microphone,
+                                              signaling: signaling, logger: logger, onEvent: onEvent)
+                }
+            } catch let error as PublisherError {
+                throw fail(error)
+            } catch let error as SessionError {
+                if case .publisher(let e) = error { throw fail(e) }
+                throw fail(error)
+            }
 
             var negotiated = NegotiatedSummary(event: "negotiated", codec: codec == .vp8 ? "VP8" : "H264",
                                                audioCodec: microphone != nil ? "opus" : nil, whip: whip,
@@ -268,7 +265,8 @@ struct PublishCommand: ParsableCommand {
             }
             negotiated.audioDevice = microphone?.captureSettings?.device
             if json { cameraOut.emit(negotiated) } else {
-                let targets = [whip, relayedSession.map { "session \($0) (relayed)" }, listenAddress.map { "viewers on \($0.host):\($0.port)" }].compactMap { $0 }
+                let into = joined.map { "session \($0.url)" + ($0.isRelayed ? " (relayed)" : "") }
+                let targets = [whip, into, listenAddress.map { "viewers on \($0.host):\($0.port)" }].compactMap { $0 }
                 cameraOut.say("publish:   \(negotiated.codec)\(negotiated.audioCodec.map { " + \($0)" } ?? "") to \(targets.joined(separator: " and "))")
             }
             cameras.append(PublishedCamera(publisher: publisher, out: cameraOut, negotiated: negotiated,
@@ -281,10 +279,26 @@ struct PublishCommand: ParsableCommand {
         service.startWatchdog(hasCamera: captures.contains { $0 != nil })
         service.status(firstEndpoint.map { "Starting: connecting to \($0)" } ?? "Starting: capture and the viewer server")
         for (index, camera) in cameras.enumerated() {
-            do { try camera.publisher.publish() } catch {
+            do {
+                if let joined {
+                    // Captions are asked for the stream that carries the microphone.
+                    try joined.publish(camera.publisher, name: camera.streamName,
+                                       captions: captions && camera.publisher.media.audio, audioFallback: audioFallback)
+                } else {
+                    try camera.publisher.publish()
+                }
+            } catch {
+                joined?.stop()
                 for started in cameras[..<index] { started.publisher.unpublish() }
                 out.finishStatusLine()
-                throw fail(error)
+                switch error {
+                case let error as PublisherError: throw fail(error)
+                case SessionError.publisher(let e): throw fail(e)
+                case let error as SessionError:
+                    printError("camagent: cannot publish into the session \(joined?.url ?? ""): \(error)")
+                    throw ExitCode(Self.exitCode(for: error))
+                default: throw error
+                }
             }
         }
         // The built-in server: the router in-process, one session, the cameras' streams in it.
@@ -310,21 +324,6 @@ struct PublishCommand: ParsableCommand {
                 camera.out.serving(server!, camera: index + 1, listenHost: listenAddress.host, tokenFile: viewerTokenFile)
             }
         }
-        var relay: RelayedSessionPublishing?
-        if let relayedSession {
-            do {
-                relay = try RelayedSessionPublishing.start(
-                    url: relayedSession, token: token ?? "", timeout: httpTimeout, allowInsecureTLS: insecureTLS,
-                    trustedCertificatesFile: tlsCA, cameras: cameras.map(\.relayedCamera), logger: logger) { text in out.say(text) }
-                relayed.withLock { $0 = relay }
-            } catch {
-                for camera in cameras { camera.publisher.unpublish() }
-                server?.stop()
-                out.finishStatusLine()
-                printError("camagent: cannot publish into the relayed session \(relayedSession): \(error)")
-                throw ExitCode(Self.exitCode(for: error))
-            }
-        }
         let what = cameras.map { camera in camera.negotiated.device.map { "\($0) \(camera.negotiated.size ?? "")" } ?? "audio" }
         let targets = [firstEndpoint, listenAddress.map { "viewers on \($0.host):\(server?.boundPort ?? $0.port)" }].compactMap { $0 }
         service.ready(status: "Publishing \(what.joined(separator: ", ")) to \(targets.joined(separator: " and "))")
@@ -333,7 +332,7 @@ struct PublishCommand: ParsableCommand {
         while !stopRequested.withLock({ $0 }) {
             if let duration, (MonotonicTimestamp.now() - started).secondsDouble >= duration { break }
             if cameras.contains(where: { $0.publisher.state == .failed }) { break }
-            if relay?.endReason != nil { break }
+            if joined?.endReason != nil { break }
             Thread.sleep(forTimeInterval: 0.1)
             service.loopTurned()
             if MonotonicTimestamp.now() >= nextStats {
@@ -345,9 +344,9 @@ struct PublishCommand: ParsableCommand {
         // The first camera that failed says how it ended; the others stop with it.
         let failed = cameras.first { $0.publisher.state == .failed }?.publisher
         let failure = failed.map { $0.failure ?? .connection(.peerClosed) }
-        let relayEnded = relay?.endReason
-        service.stopping(status: failure.map { "Stopping: \($0)" } ?? relayEnded.map { "Stopping: \($0)" } ?? "Stopping")
-        relay?.stop()
+        let sessionEnded = joined?.endReason
+        service.stopping(status: failure.map { "Stopping: \($0)" } ?? sessionEnded.map { "Stopping: \($0)" } ?? "Stopping")
+        joined?.stop()
         // The session hears the streams end (clientDisconnected) before their media stops.
         server?.stop()
         for camera in cameras { camera.publisher.unpublish() }
@@ -355,17 +354,19 @@ struct PublishCommand: ParsableCommand {
         for (camera, final) in zip(cameras, finals) { camera.out.summary(final) }
         // The exit code says what ended it: a lost camera is 74, a dropped session 83.
         if let failure { throw ExitCode(ExitCodes.code(for: failure)) }
-        if let relayEnded {
-            printError("camagent: \(relayEnded)")
+        if let sessionEnded {
+            printError("camagent: \(sessionEnded)")
             throw ExitCode(ExitCodes.connectionFailed)
         }
     }
 
-    /// Whether the --session is relayed (asked of the router before any device opens).
-    private func isRelayed(_ url: String) throws -> Bool {
+    /// The --session, asked of the router (its media mode, with the token)
+    /// and joined, before any device opens: a refusal fails at once.
+    private func joinSession(_ url: String, logger: Logger, out: EventPrinter) throws -> JoinedSession {
         do {
-            return try Session.mediaMode(url: url, token: token ?? "", timeout: httpTimeout,
-                                         trustedCertificatesFile: tlsCA) == .relayed
+            _ = try Session.mediaMode(url: url, token: token ?? "", timeout: httpTimeout, trustedCertificatesFile: tlsCA)
+            return try JoinedSession.join(url: url, token: token ?? "", timeout: httpTimeout, allowInsecureTLS: insecureTLS,
+                                          trustedCertificatesFile: tlsCA, logger: logger) { text in out.say(text) }
         } catch {
             var reason = error.description
             if case .signalling(let e) = error { reason = e.description.hasPrefix("WHIP: ") ? String(e.description.dropFirst(6)) : e.description }
@@ -393,16 +394,10 @@ struct PublishedCamera {
 
     /// What the embedded session is told about this stream: named after its device when it is the only one.
     var embeddedCamera: SessionCamera {
-        let camera = relayedCamera
-        return .init(publisher: publisher, name: streamName.isEmpty ? (negotiated.device ?? "camagent") : streamName,
-                     hasAudio: camera.hasAudio, hasVideo: camera.hasVideo, width: camera.width, height: camera.height)
-    }
-
-    /// What a relayed session is told about this stream.
-    var relayedCamera: SessionCamera {
         let size = negotiated.size?.split(separator: "x").compactMap { Int($0) } ?? []
-        return .init(publisher: publisher, name: streamName, hasAudio: negotiated.audioCodec != nil,
-                     hasVideo: negotiated.size != nil, width: size.first ?? 0, height: size.count == 2 ? size[1] : 0)
+        return .init(publisher: publisher, name: streamName.isEmpty ? (negotiated.device ?? "camagent") : streamName,
+                     hasAudio: negotiated.audioCodec != nil, hasVideo: negotiated.size != nil,
+                     width: size.first ?? 0, height: size.count == 2 ? size[1] : 0)
     }
 }
 

@@ -1,8 +1,7 @@
 import Publisher
 
-/// One camera's stream as a session is told of it (a relayed session's
-/// announcement, the embedded session's local stream): its publisher, and
-/// what it carries.
+/// One camera's stream as publish's own session is told of it (a local
+/// stream): its publisher, and what it carries.
 struct SessionCamera: Sendable {
     let publisher: Publisher
     let name: String

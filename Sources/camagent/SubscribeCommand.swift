@@ -327,6 +327,8 @@ extension ExitCodes {
         case .protocolError, .timedOut: serverRefused
         case .notConnected: connectionFailed
         case .refused(let status, _): status == 401 || status == 403 ? unauthorized : status == 404 ? noSuchStream : serverRefused
+        case .publisher(let e): code(for: e)
+        case .unusablePublisher: usage
         }
     }
 }

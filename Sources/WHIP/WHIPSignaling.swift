@@ -1,21 +1,20 @@
 import Logging
 import Publisher
 import MediaTypes
-import WHIP
 
 /// WHIP (RFC 9725) as the publisher's signalling: POST the offer, DELETE the
 /// resource on stop. WHIP's errors become the publisher's signalling errors.
-final class WHIPSignaling: PublisherSignaling {
+public final class WHIPSignaling: PublisherSignaling {
     private let client: WHIPClient
     private let session = PThreadLocked<WHIPSession?>(nil)
     private let logger: Logger
 
-    init(client: WHIPClient, logger: Logger) {
+    public init(client: WHIPClient, logger: Logger) {
         self.client = client
         self.logger = logger
     }
 
-    func publish(offer: String) throws(PublisherError) -> (answer: String, resource: String) {
+    public func publish(offer: String) throws(PublisherError) -> (answer: String, resource: String) {
         do {
             let s = try client.publish(offer: offer)
             session.withLock { $0 = s }
@@ -25,12 +24,12 @@ final class WHIPSignaling: PublisherSignaling {
         }
     }
 
-    func unpublish() {
+    public func unpublish() {
         guard let s = session.withLock({ s in defer { s = nil }; return s }) else { return }
         do { try client.stop(s) } catch { logger.notice("WHIP DELETE \(s.resourceURL) failed: \(error)") }
     }
 
-    static func kind(of error: WHIPError) -> SignalingError.Kind {
+    public static func kind(of error: WHIPError) -> SignalingError.Kind {
         switch error {
         case .badURL: .badAddress
         case .unreachable, .refused, .timedOut, .tls: .unreachable

@@ -1,0 +1,69 @@
+import Foundation
+import Logging
+import MediaTypes
+import Publisher
+import WHIP
+
+/// A publisher's signalling into a routed session: WHIP to the session's
+/// publish endpoint, with the session's token and tied to its connection
+/// (`?connectionId=`), so the stream is this client's in the session.
+/// `Session.publish` sets the query (name, captions, audio fallback) before
+/// the publisher's first offer; the stream's id is the last segment of the
+/// WHIP resource, and is new each time the publisher reconnects.
+final class SessionPublishSignaling: PublisherSignaling {
+    private let endpoint: String
+    private let token: String
+    private let timeout: Double
+    private let allowInsecureTLS: Bool
+    private let trustedCertificatesFile: String?
+    private let logger: Logger
+    private let state = PThreadLocked<State>(State())
+
+    private struct State {
+        var query: String?
+        var whip: WHIPSignaling?
+        var streamId: String?
+    }
+
+    init(sessionURL: String, token: String, timeout: Double, allowInsecureTLS: Bool, trustedCertificatesFile: String?,
+         logger: Logger) {
+        endpoint = sessionURL + "/publish"
+        self.token = token
+        self.timeout = timeout
+        self.allowInsecureTLS = allowInsecureTLS
+        self.trustedCertificatesFile = trustedCertificatesFile
+        self.logger = logger
+    }
+
+    /// What the publish endpoint is told along with each offer.
+    func prepare(query: String) { state.withLock { $0.query = query } }
+
+    /// The stream the router made of the last offer.
+    var streamId: String? { state.withLock { $0.streamId } }
+
+    func publish(offer: String) throws(PublisherError) -> (answer: String, resource: String) {
+        guard let query = state.withLock({ $0.query }) else {
+            throw .signaling(SignalingError(.refused, "this publisher publishes into its session with Session.publish, not on its own"))
+        }
+        let whip: WHIPSignaling
+        do {
+            whip = WHIPSignaling(client: try WHIPClient(endpoint: endpoint + "?" + query, token: token, timeout: timeout,
+                                                        allowInsecureTLS: allowInsecureTLS,
+                                                        trustedCertificatesFile: trustedCertificatesFile, logger: logger),
+                                 logger: logger)
+        } catch {
+            throw .signaling(SignalingError(WHIPSignaling.kind(of: error), error.description))
+        }
+        let exchanged = try whip.publish(offer: offer)
+        let path = exchanged.resource.split(separator: "?").first.map(String.init) ?? exchanged.resource
+        state.withLock { s in
+            s.whip = whip
+            s.streamId = path.split(separator: "/").last.map(String.init)
+        }
+        return exchanged
+    }
+
+    func unpublish() {
+        state.withLock { s in defer { s.whip = nil }; return s.whip }?.unpublish()
+    }
+}

@@ -1,0 +1,183 @@
+import Foundation
+import Logging
+import MediaTypes
+import Publisher
+
+/// OpenTok's `Session.publish` and `unpublish`. In a routed session the
+/// publisher sends its media to the router over WHIP (so it must be made by
+/// `makePublisher`, which gives it that signalling); in a relayed one the
+/// stream is announced and each subscriber's offer is answered by the
+/// publisher itself (`Publisher.addViewer`), the media going straight to the
+/// subscriber. Either way the stream belongs to this client's connection.
+extension Session {
+    /// A publisher for this session: in a routed session its signalling is
+    /// the session's publish endpoint, with this client's token and
+    /// connection; in a relayed one it needs none. Publish it with `publish`.
+    public func makePublisher(settings: PublisherSettings, videoCapture: (any VideoCapture)?,
+                              audioDevice: (any AudioDevice)?,
+                              onEvent: @escaping @Sendable (PublisherEvent) -> Void = { _ in }) throws(SessionError) -> Publisher {
+        guard let mode = mediaMode else { throw .notConnected }
+        let signaling = mode == .routed ? publishSignaling() : nil
+        let publisher: Publisher
+        do {
+            publisher = try Publisher(settings: settings, videoCapture: videoCapture, audioDevice: audioDevice,
+                                      signaling: signaling, logger: logger, onEvent: onEvent)
+        } catch {
+            throw .publisher(error)
+        }
+        if let signaling { publications.madeHere(publisher, signaling: signaling) }
+        return publisher
+    }
+
+    /// Publishes `publisher` as a stream of this session and returns its id
+    /// once media can flow (routed: the router receives it; relayed: the
+    /// stream is announced). `publishCaptions` asks for live captions of its
+    /// audio (routed sessions); `audioFallback` false keeps its subscribers
+    /// on video whatever their loss (OpenTok's audioFallbackEnabled).
+    @discardableResult
+    public func publish(_ publisher: Publisher, name: String = "", publishCaptions: Bool = false, audioFallback: Bool = true,
+                        onEvent: @escaping @Sendable (PublicationEvent) -> Void = { _ in }) throws(SessionError) -> String {
+        guard let mode = mediaMode, let connectionId else { throw .notConnected }
+        switch mode {
+        case .routed:
+            guard let signaling = publications.signaling(of: publisher) else {
+                throw .unusablePublisher("a routed session takes a publisher made by its makePublisher: its media goes to the router over WHIP")
+            }
+            var query = ["connectionId=" + connectionId]
+            if !name.isEmpty { query.append("name=" + Self.queryEncoded(name)) }
+            if publishCaptions { query.append("publishCaptions=true") }
+            if !audioFallback { query.append("audioFallback=false") }
+            signaling.prepare(query: query.joined(separator: "&"))
+            guard publications.add(.init(publisher: publisher, relayed: false, streamId: nil, onEvent: onEvent)) else {
+                throw .notConnected
+            }
+            do { try publisher.publish() } catch {
+                _ = publications.remove(publisher)
+                throw .publisher(error)
+            }
+            guard let streamId = signaling.streamId else {
+                unpublish(publisher)
+                throw .protocolError("the router's WHIP answer named no stream")
+            }
+            return streamId
+        case .relayed:
+            // Its viewers are the session's subscribers: capture runs, nothing is sent until one offers.
+            if publisher.state == .idle {
+                do { try publisher.publish() } catch { throw .publisher(error) }
+            }
+            let media = publisher.media
+            let streamId = try announceRelayedStream(name: name, hasAudio: media.audio, hasVideo: media.video,
+                                                     width: media.captureSize?.width ?? 0, height: media.captureSize?.height ?? 0,
+                                                     publishCaptions: publishCaptions)
+            guard publications.add(.init(publisher: publisher, relayed: true, streamId: streamId, onEvent: onEvent)) else {
+                try? endRelayedStream(streamId: streamId)
+                throw .notConnected
+            }
+            if publications.observeOnce(publisher) {
+                publisher.observeEvents { [weak self, weak publisher] event in
+                    guard case .viewerLeft(let viewerId, let reason) = event, let self, let publisher else { return }
+                    self.relayedViewerLeft(publisher: publisher, viewerId: viewerId, reason: reason)
+                }
+            }
+            return streamId
+        }
+    }
+
+    /// Ends the publisher's stream in the session (streamDestroyed,
+    /// clientDisconnected) and stops the publisher. Nothing happens for a
+    /// publisher not published here.
+    public func unpublish(_ publisher: Publisher) {
+        let (publication, viewers) = publications.remove(publisher)
+        guard let publication else { return }
+        if publication.relayed, let streamId = publication.streamId {
+            do { try endRelayedStream(streamId: streamId) } catch {
+                logger.notice("relayed stream \(streamId) not ended at the router: \(error)")
+            }
+            for viewer in viewers { _ = publisher.removeViewer(id: viewer.viewerId) }
+        }
+        // Routed: the publisher's WHIP DELETE ends the stream.
+        publisher.unpublish()
+    }
+
+    /// The stream a publisher published here has now (a routed one's changes when it reconnects).
+    public func streamId(of publisher: Publisher) -> String? {
+        guard let publication = publications.all.first(where: { $0.publisher === publisher }) else { return nil }
+        return publication.streamId ?? publications.signaling(of: publisher)?.streamId
+    }
+
+    // MARK: What the router says to a publishing client
+
+    /// A message from the router about this client's streams: relayed
+    /// subscribers' offers and departures, and its streams' end.
+    func publishingEvent(_ event: SessionEvent) {
+        switch event {
+        case .subscribeOffer(let subscriberId, let streamId, let sdp):
+            answer(subscriberId: subscriberId, streamId: streamId, offer: sdp)
+        case .unsubscribe(let subscriberId, _):
+            guard let viewer = publications.removeViewer(subscriberId: subscriberId),
+                  let publication = publications.all.first(where: { ObjectIdentifier($0.publisher) == viewer.publisher }) else { return }
+            _ = publication.publisher.removeViewer(id: viewer.viewerId)
+            publication.onEvent(.subscriberLeft(subscriberId: subscriberId))
+        case .streamDestroyed(let streamId, let reason):
+            guard let publication = publications.publication(streamId: streamId) else { return }
+            // A routed stream also ends when its publisher reconnects (a new WHIP
+            // exchange is a new stream): only the router's own decision ends it here.
+            guard publication.relayed || reason == "forceUnpublished" || reason == "forceDisconnected" else { return }
+            publication.onEvent(.ended(reason: "the router ended stream \(streamId) (\(reason))"))
+        case .disconnected(let reason):
+            publications.endAll(reason: "the session's signalling ended: \(reason)")
+        default:
+            break
+        }
+    }
+
+    private func publishSignaling() -> SessionPublishSignaling {
+        SessionPublishSignaling(sessionURL: sessionURL, token: token, timeout: timeout, allowInsecureTLS: allowInsecureTLS,
+                                trustedCertificatesFile: trustedCertificatesFile, logger: logger)
+    }
+
+    /// A subscriber's offer, answered by the stream's publisher as a viewer of its own.
+    private func answer(subscriberId: String, streamId: String, offer: String) {
+        guard let publication = publications.publication(streamId: streamId), publication.relayed else {
+            refuse(subscriberId, code: 503, "stream \(streamId) is not published here (any more)")
+            return
+        }
+        let publisher = publication.publisher
+        let viewer: (id: String, answer: String)
+        do { viewer = try publisher.addViewer(offer: offer) } catch {
+            switch error {
+            case .badOffer, .noCommonCodec: refuse(subscriberId, code: 400, error.description)
+            case .tooManyViewers, .connection, .notPublishing: refuse(subscriberId, code: 503, error.description)
+            }
+            return
+        }
+        publications.addViewer(subscriberId: subscriberId, publisher: publisher, viewerId: viewer.id)
+        do { try answerOffer(subscriberId: subscriberId, sdp: viewer.answer) } catch {
+            logger.notice("answer to subscriber \(subscriberId) not sent: \(error)")
+            _ = publications.removeViewer(subscriberId: subscriberId)
+            _ = publisher.removeViewer(id: viewer.id)
+            return
+        }
+        publication.onEvent(.subscriberAnswered(subscriberId: subscriberId, streamId: streamId))
+    }
+
+    /// A relayed publisher's viewer ended on its own (no DELETE: its ICE
+    /// consent stopped). The router is told, so it stops counting the
+    /// subscriber; a viewer let go of on the router's word is no longer here.
+    private func relayedViewerLeft(publisher: Publisher, viewerId: String, reason: String) {
+        guard let subscriberId = publications.removeViewer(publisher: publisher, viewerId: viewerId) else { return }
+        publications.all.first { $0.publisher === publisher }?.onEvent(.subscriberGone(subscriberId: subscriberId, reason: reason))
+        do { try subscriberLeft(subscriberId: subscriberId) } catch {
+            logger.notice("subscriberLeft for \(subscriberId) not sent: \(error)")
+        }
+    }
+
+    private func refuse(_ subscriberId: String, code: Int, _ message: String) {
+        logger.notice("offer of subscriber \(subscriberId) refused: \(message)")
+        try? refuseOffer(subscriberId: subscriberId, code: code, message: message)
+    }
+
+    static func queryEncoded(_ text: String) -> String {
+        text.addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed.subtracting(CharacterSet(charactersIn: "&=+"))) ?? ""
+    }
+}

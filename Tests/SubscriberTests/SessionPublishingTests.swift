@@ -1,0 +1,87 @@
+import AudioDevices
+import MediaTypes
+import Publisher
+import Testing
+@testable import Session
+
+/// `Session.publish` without a router: what it refuses, and the bookkeeping
+/// that ties the router's messages to the streams published here. The media
+/// paths themselves run against a real router in Tests/Publish
+/// (`camagent publish --session`, routed and relayed, is built on it).
+@Suite("Session publishing: refusals and bookkeeping")
+struct SessionPublishingTests {
+    private func publisher() throws -> Publisher {
+        var settings = PublisherSettings()
+        settings.audioTrack = true
+        return try Publisher(settings: settings, videoCapture: nil, audioDevice: SilentAudioCapture(format: .init(sampleRate: 48_000, channels: 1)),
+                             signaling: nil, logger: .init(label: "test"))
+    }
+
+    private static func isNotConnected(_ error: SessionError) -> Bool {
+        if case .notConnected = error { return true }
+        return false
+    }
+
+    private static func signalingError(_ error: PublisherError) -> SignalingError? {
+        if case .signaling(let e) = error { return e }
+        return nil
+    }
+
+    @Test("a session that is not connected makes no publisher and publishes nothing")
+    func notConnected() throws {
+        let session = Session(url: "http://127.0.0.1:1/v2/sessions/s", token: "t", logger: .init(label: "test"))
+        let making = #expect(throws: SessionError.self) {
+            _ = try session.makePublisher(settings: PublisherSettings(), videoCapture: nil, audioDevice: nil)
+        }
+        #expect(making.map(Self.isNotConnected) == true)
+        let publisher = try publisher()
+        let publishing = #expect(throws: SessionError.self) { _ = try session.publish(publisher) }
+        #expect(publishing.map(Self.isNotConnected) == true)
+        #expect(session.streamId(of: publisher) == nil)
+        // Nothing was published here, so nothing is ended either.
+        session.unpublish(publisher)
+    }
+
+    @Test("a routed session's publisher published on its own is refused: its stream would belong to no connection")
+    func routedSignalingNeedsSessionPublish() {
+        let signaling = SessionPublishSignaling(sessionURL: "http://127.0.0.1:1/v2/sessions/s", token: "t", timeout: 1,
+                                                allowInsecureTLS: false, trustedCertificatesFile: nil, logger: .init(label: "test"))
+        let alone = #expect(throws: PublisherError.self) { _ = try signaling.publish(offer: "v=0\r\n") }
+        #expect(alone.flatMap(Self.signalingError)?.kind == .refused)
+        #expect(alone.flatMap(Self.signalingError)?.description.contains("Session.publish") == true)
+        // Prepared, it really goes to the router: nobody listens on port 1.
+        signaling.prepare(query: "connectionId=c")
+        let sent = #expect(throws: PublisherError.self) { _ = try signaling.publish(offer: "v=0\r\n") }
+        #expect(sent.flatMap(Self.signalingError)?.kind == .unreachable)
+        #expect(signaling.streamId == nil)
+    }
+
+    @Test("a relayed stream is found by its id, its subscribers by theirs; the session's end is told once, and ends publishing")
+    func publications() throws {
+        let publications = SessionPublications()
+        let first = try publisher(), second = try publisher()
+        let heard = PThreadLocked<[PublicationEvent]>([])
+        let record: @Sendable (PublicationEvent) -> Void = { event in heard.withLock { $0.append(event) } }
+        #expect(publications.add(.init(publisher: first, relayed: true, streamId: "A", onEvent: record)))
+        #expect(publications.add(.init(publisher: second, relayed: true, streamId: "B", onEvent: record)))
+        #expect(publications.publication(streamId: "B")?.publisher === second)
+        #expect(publications.publication(streamId: "C") == nil)
+
+        publications.addViewer(subscriberId: "s1", publisher: first, viewerId: "v1")
+        publications.addViewer(subscriberId: "s2", publisher: first, viewerId: "v2")
+        publications.addViewer(subscriberId: "s3", publisher: second, viewerId: "v1")
+        // A viewer the publisher found gone names its subscriber, once.
+        #expect(publications.removeViewer(publisher: second, viewerId: "v1") == "s3")
+        #expect(publications.removeViewer(publisher: second, viewerId: "v1") == nil)
+        #expect(publications.removeViewer(subscriberId: "s1")?.viewerId == "v1")
+        // Unpublishing hands back the publication and the viewers still answered by it.
+        let (removed, viewers) = publications.remove(first)
+        #expect(removed?.streamId == "A" && viewers.map(\.viewerId) == ["v2"])
+        #expect(publications.all.count == 1)
+
+        publications.endAll(reason: "gone")
+        publications.endAll(reason: "gone again")
+        #expect(heard.withLock { $0 } == [.ended(reason: "gone")])
+        #expect(!publications.add(.init(publisher: first, relayed: true, streamId: "A2", onEvent: record)))
+    }
+}
