@@ -49,6 +49,7 @@ sys.path.insert(0, HERE)
 
 import bench  # noqa: E402
 from publish_support import BIN, PY, JanusRoom, make_namespace  # noqa: E402
+from router_support import prometheus_values  # noqa: E402
 
 SIZE, FPS, BITRATE = "1280x720", 30, 1500
 COUNTS = [int(n) for n in os.environ.get("BENCH_ROUTER_SUBSCRIBERS", "1,10,50").split(",")]
@@ -152,12 +153,7 @@ class RouterServer:
         status, body = http_get(self.net, f"{self.base}/metrics")
         if status != 200:
             raise RuntimeError(f"GET /metrics answered {status}: {body[:500]}")
-        values = {}
-        for line in body.splitlines():
-            if line and not line.startswith("#"):
-                name, _, value = line.rpartition(" ")
-                values[name] = float(value)
-        return values
+        return prometheus_values(body)
 
 
 def cpu_seconds(pid):
