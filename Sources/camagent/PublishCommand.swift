@@ -44,7 +44,6 @@ struct PublishCommand: ParsableCommand {
     @Option(help: "A camagent router session to publish into (http://HOST:PORT/v2/sessions/SID), over WHIP with --token, a publisher token of that session.")
     var session: String?
 
-
     @Flag(help: "Live captions of this stream's audio (publishCaptions), recognised on this machine. In its own session (no --whip or --session) they start at once and show on the session page; with --session the router recognises speech while that session's captions run (POST /v2/sessions/SID/captions) and sends the text to subscribers that want it. Needs audio.")
     var captions = false
 
@@ -250,8 +249,7 @@ struct PublishCommand: ParsableCommand {
             } catch let error as PublisherError {
                 throw fail(error)
             } catch let error as SessionError {
-                if case .publisher(let e) = error { throw fail(e) }
-                throw fail(error)
+                throw sessionFailure(error, joined?.url ?? "")
             }
 
             var negotiated = NegotiatedSummary(event: "negotiated", codec: codec == .vp8 ? "VP8" : "H264",
@@ -293,10 +291,7 @@ struct PublishCommand: ParsableCommand {
                 out.finishStatusLine()
                 switch error {
                 case let error as PublisherError: throw fail(error)
-                case SessionError.publisher(let e): throw fail(e)
-                case let error as SessionError:
-                    printError("camagent: cannot publish into the session \(joined?.url ?? ""): \(error)")
-                    throw ExitCode(Self.exitCode(for: error))
+                case let error as SessionError: throw sessionFailure(error, joined?.url ?? "")
                 default: throw error
                 }
             }
@@ -373,6 +368,14 @@ struct PublishCommand: ParsableCommand {
             printError("camagent: cannot reach the session \(url): \(reason)")
             throw ExitCode(Self.exitCode(for: error))
         }
+    }
+
+    /// Publishing into the session failed: a publisher's own failure is told
+    /// as it would be without a session, anything else as the session's.
+    private func sessionFailure(_ error: SessionError, _ url: String) -> ExitCode {
+        if case .publisher(let e) = error { return fail(e) }
+        printError("camagent: cannot publish into the session \(url): \(error)")
+        return ExitCode(Self.exitCode(for: error))
     }
 
     /// A session's refusal as WHIP's would be: 401/403 the token (81), any other status 82.

@@ -310,6 +310,20 @@ def test_cli_refusals_have_their_exit_codes(net, workdir):
     wrong = net.run([BIN, "session", "create", "--router", router.base, "--secret-file", stranger], timeout=30)
     assert wrong.returncode == EXIT_UNAUTHORIZED and "401" in wrong.stderr, wrong.stderr
 
+    # publish --session asks the router before any device opens: a token it refuses is 81, a
+    # session it does not have 82, each with the router's status. A subscriber's token may
+    # join, but its WHIP offer is refused: 81 with the router's reason. No stream is left.
+    session = router.create_session()
+    for token, target, code, words in [
+            ("not-a-token", session, EXIT_UNAUTHORIZED, ["cannot reach the session", "(401)"]),
+            (router.token("nosuchsession", "publisher"), "nosuchsession", EXIT_REFUSED, ["cannot reach the session", "(404)"]),
+            (router.token(session, "subscriber"), session, EXIT_UNAUTHORIZED, ["the role subscriber may not publish"])]:
+        proc = net.run([BIN, "publish", "--session", router.session_url(target), "--token", token,
+                        "--duration", "5"], timeout=60)
+        assert proc.returncode == code and all(w in proc.stderr for w in words), \
+            (target, proc.returncode, proc.stderr[-2000:])
+    assert router.streams(session) == []
+
     busy = net.run([BIN, "router", "--listen", f"{net.addr}:{PORT}", "--secret-file", router.secret], timeout=30)
     assert busy.returncode == EXIT_LISTEN, busy.stderr
     assert "cannot listen" in busy.stderr, busy.stderr
