@@ -48,6 +48,16 @@ def stop(proc):
         return proc.communicate()
 
 
+def tone_seconds_so_far(recording):
+    """Seconds of tone (10 ms frames above the level `analyse` counts) in a WAV that arecord is
+    still writing: its 44-byte header does not have the final size yet, so the samples are read raw."""
+    data = np.frombuffer(recording.read_bytes()[44:], dtype="<i2")
+    frame = RATE // 100
+    usable = len(data) // frame * frame
+    levels = np.sqrt(np.mean((data[:usable].astype(np.float64) / 32768.0).reshape(-1, frame) ** 2, axis=1))
+    return float(np.count_nonzero(levels > 0.05)) / 100.0
+
+
 def test_subscribe_renders_into_v4l2loopback_and_an_alsa_loopback(tmp_path, guest_address, fresh_loopback):
     publisher = start_publisher(guest_address, 60)
     whep = f"http://{guest_address}:{PORT}/whep"
@@ -83,6 +93,9 @@ def test_subscribe_renders_into_v4l2loopback_and_an_alsa_loopback(tmp_path, gues
         # 2.96 s of tone in CI: connecting comes first, and it is slow under the VM's emulation.
         wait_for(lambda: os.path.getsize(recording) > recorded_before + 8 * RATE * 2, 60,
                  "8 s of audio recorded since the subscriber started")
+        # Under the VM's emulation the subscriber may connect late in those 8 s (2.77 s of
+        # tone once): record, with a bound, until the tone itself has lasted long enough.
+        wait_for(lambda: tone_seconds_so_far(recording) >= 4, 60, "4 s of tone recorded")
     finally:
         if subscriber is not None:
             _, sub_err = stop(subscriber)
