@@ -40,6 +40,10 @@ captioned, plain, captioned) so that a drifting load hits both.
   after each sentence's end (in the file's time) it puts out a text. GStreamer's
   equivalent (Debian's gstreamer1.0-pocketsphinx) runs the same engine and is not run.
 
+The router finds utterances as CAMAGENT_CAPTIONS_VAD says (silero, its default, or level);
+the results record which. BENCH_CAPTIONS_BUSY=N runs N CPU-bound processes (`yes`) beside
+the whole measurement: latency under load.
+
 Targets (issue 15): a final within 1.0 s of the end of speech; at most half a core per
 captioned stream.
 """
@@ -74,6 +78,8 @@ RUNS = os.environ.get("BENCH_CAPTIONS_RUNS", "captioned,plain,captioned").split(
 TARGET_LATENCY = 1.0
 TARGET_CORES = 0.5
 PREFIX = os.environ.get("CAMAGENT_CAPTIONS_PREFIX", "/opt/camagent-captions")
+VOICE_DETECTION = os.environ.get("CAMAGENT_CAPTIONS_VAD") or "silero"
+BUSY = int(os.environ.get("BENCH_CAPTIONS_BUSY", "0"))
 
 
 class Lines:
@@ -311,7 +317,9 @@ def measure_all(out_path):
     workdir = tempfile.mkdtemp(prefix="camagent-bench-captions-")
     started = time.monotonic()
     results = {"machine": bench.machine(), "loadBefore": [round(x, 2) for x in os.getloadavg()],
-               "leadIn": LEAD_IN, "gap": GAP, "tail": TAIL, "runs": []}
+               "leadIn": LEAD_IN, "gap": GAP, "tail": TAIL, "voiceDetection": VOICE_DETECTION, "busy": BUSY,
+               "runs": []}
+    busy = [subprocess.Popen(["yes"], stdout=subprocess.DEVNULL) for _ in range(BUSY)]
     try:
         spoken = speech_wav(os.path.join(workdir, "speech.wav"), load_sentences(), lead_in=LEAD_IN, gap=GAP)
         results.update({"sentences": len(spoken.sentences), "speechSeconds": spoken.speech_seconds,
@@ -324,6 +332,9 @@ def measure_all(out_path):
         bench.log("FFmpeg's asr filter (pocketsphinx) on the same WAV")
         results["ffmpegAsr"] = ffmpeg_reference(spoken, workdir)
     finally:
+        for proc in busy:
+            proc.kill()
+            proc.wait()
         net.cleanup()
     results["loadAfter"] = [round(x, 2) for x in os.getloadavg()]
     results["minutes"] = round((time.monotonic() - started) / 60, 1)
@@ -358,7 +369,8 @@ def report(results):
     lines = [f"Live captions on {results['sentences']} espeak-ng sentences ({results['speechSeconds']:.1f} s of "
              f"speech in a {results['fileSeconds']:.1f} s WAV, {results['gap']} s between sentences), "
              "published by `camagent publish --captions --audio file:WAV` through `camagent router`, finals "
-             "taken by `camagent subscribe --captions`.", "",
+             f"taken by `camagent subscribe --captions`. Voice detection: {results.get('voiceDetection', 'level')}"
+             + (f"; {results['busy']} CPU-bound processes beside it." if results.get("busy") else "."), "",
              "| run | kind | window s | router cores | WER | finals / partials | sentences with a final | "
              "latency p50 / p90 / max s | within 1.0 s | real-time factor | load |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]

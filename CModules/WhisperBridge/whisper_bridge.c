@@ -1,4 +1,4 @@
-// camagent's bridge to whisper.cpp: a flat C API of four calls that camagent
+// camagent's bridge to whisper.cpp: a flat C API of a few calls that camagent
 // loads at run time (dlopen), so the agent builds and runs without the
 // speech engine and only captions need it.
 //
@@ -8,12 +8,21 @@
 // side; camagent sees only the calls below (Sources/Captions/Engine/
 // WhisperRecognizer.swift declares the same signatures).
 //
-//   int   cw_bridge_version(void)            -> 2 (the ABI of this file)
+//   int   cw_bridge_version(void)            -> 3 (the ABI of this file)
 //   void *cw_open(model, threads, err, errlen) -> engine, or NULL and a reason in err
 //   int   cw_transcribe(engine, samples, count, audio_ctx, beam_size, text, textlen)
 //         -> bytes of UTF-8 text written (NUL-terminated), or -1 and a reason in text;
 //         beam_size 0 or 1 decodes greedily
 //   void  cw_close(engine)
+//
+// Silero voice activity detection (whisper.cpp's ggml port), streamed: the
+// model's recurrent state carries from one window to the next.
+//   void *cw_vad_open(model, threads, err, errlen) -> detector, or NULL and a reason in err
+//   int   cw_vad_window(void)                -> samples per window at 16 kHz (512)
+//   int   cw_vad_probability(detector, samples, count, probability)
+//         -> 0 and the speech probability of the last window of `samples`
+//         (count: a multiple of cw_vad_window()), or -1
+//   void  cw_vad_close(detector)
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +40,7 @@ static void cw_quiet(enum ggml_log_level level, const char *text, void *user) {
     (void)level; (void)text; (void)user;
 }
 
-int cw_bridge_version(void) { return 2; }
+int cw_bridge_version(void) { return 3; }
 
 void *cw_open(const char *model, int threads, char *error, size_t error_size) {
     whisper_log_set(cw_quiet, NULL);
@@ -108,4 +117,41 @@ void cw_close(void *opaque) {
     if (engine == NULL) return;
     whisper_free(engine->context);
     free(engine);
+}
+
+// Silero's window at 16 kHz: the ggml port takes 512 samples per step (32 ms);
+// whisper.h does not say it, the model and its port fix it.
+enum { CW_VAD_WINDOW = 512 };
+
+int cw_vad_window(void) { return CW_VAD_WINDOW; }
+
+void *cw_vad_open(const char *model, int threads, char *error, size_t error_size) {
+    whisper_log_set(cw_quiet, NULL);
+    struct whisper_vad_context_params params = whisper_vad_default_context_params();
+    params.n_threads = threads > 0 ? threads : 1;
+    params.use_gpu = false;
+    struct whisper_vad_context *vad = whisper_vad_init_from_file_with_params(model, params);
+    if (vad == NULL) {
+        snprintf(error, error_size, "whisper could not load the voice activity model %s", model);
+        return NULL;
+    }
+    // A new context's recurrent state is whatever its buffer held (seen: every window of
+    // speech then scored the same 0.35); only the reset clears it.
+    whisper_vad_reset_state(vad);
+    return vad;
+}
+
+int cw_vad_probability(void *opaque, const float *samples, int count, float *probability) {
+    if (opaque == NULL || count <= 0 || count % CW_VAD_WINDOW != 0) return -1;
+    // _no_reset: a stream's windows come one call at a time, and Silero judges each
+    // with what it kept of the ones before.
+    if (!whisper_vad_detect_speech_no_reset(opaque, samples, count)) return -1;
+    int n = whisper_vad_n_probs(opaque);
+    if (n <= 0) return -1;
+    *probability = whisper_vad_probs(opaque)[n - 1];
+    return 0;
+}
+
+void cw_vad_close(void *opaque) {
+    if (opaque != NULL) whisper_vad_free(opaque);
 }

@@ -20,6 +20,10 @@ public enum CaptionError: Error, Sendable, Equatable, CustomStringConvertible {
     case recognitionFailed(String)
     /// The Opus decoder for the stream's audio could not be made.
     case decoderFailed(String)
+    /// $CAMAGENT_CAPTIONS_VAD names no voice detection camagent has.
+    case unknownVoiceDetection(String)
+    /// The voice activity model failed on some audio.
+    case voiceDetectionFailed(String)
 
     public var description: String {
         switch self {
@@ -29,6 +33,9 @@ public enum CaptionError: Error, Sendable, Equatable, CustomStringConvertible {
             "the captions model is not available (\(path): \(reason)); scripts/install installs it (scripts/install-captions)"
         case .recognitionFailed(let reason): "speech recognition failed: \(reason)"
         case .decoderFailed(let reason): "the stream's audio cannot be decoded for captions: \(reason)"
+        case .unknownVoiceDetection(let name):
+            "CAMAGENT_CAPTIONS_VAD is \"\(name)\": camagent finds speech with \(VoiceDetection.allCases.map(\.rawValue).joined(separator: " or "))"
+        case .voiceDetectionFailed(let reason): "voice activity detection failed: \(reason)"
         }
     }
 }
@@ -43,6 +50,8 @@ public struct CaptionCounters: Sendable, Equatable {
     public var engineSeconds: Double = 0
     /// Opus packets that arrived while the captioner's queue was full.
     public var packetsDropped: UInt64 = 0
+    /// Finals recognised early, at a pause's start, that speech coming back made void.
+    public var earlyFinalsDiscarded: UInt64 = 0
 
     public init() {}
 
@@ -53,6 +62,7 @@ public struct CaptionCounters: Sendable, Equatable {
         c.audioSeconds += b.audioSeconds
         c.engineSeconds += b.engineSeconds
         c.packetsDropped += b.packetsDropped
+        c.earlyFinalsDiscarded += b.earlyFinalsDiscarded
         return c
     }
 }

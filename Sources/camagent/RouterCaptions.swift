@@ -27,16 +27,19 @@ final class RouterCaptions: Sendable {
         func received(opusPayload: UnsafeRawBufferPointer) { captioner.receive(opusPayload: opusPayload) }
     }
 
-    convenience init(router: StreamRouter, configuration: WhisperConfiguration = WhisperConfiguration(), logger: Logger) {
+    /// `configuration` nil: the install's (`WhisperConfiguration()`, which reads the environment).
+    convenience init(router: StreamRouter, configuration: WhisperConfiguration? = nil, logger: Logger) {
         self.init(configuration: configuration, logger: logger) { id, tap in router.setAudioTap(streamID: id, tap) }
     }
 
-    init(configuration: WhisperConfiguration = WhisperConfiguration(), logger: Logger, setTap: @escaping TapSetter) {
+    init(configuration: WhisperConfiguration? = nil, logger: Logger, setTap: @escaping TapSetter) {
         self.setTap = setTap
         self.logger = logger
-        do {
+        do throws(CaptionError) {
+            let configuration = try WhisperConfiguration.given(configuration)
             recognizers = .success(try WhisperRecognizerFactory(configuration: configuration))
-            logger.info("captions: engine \(configuration.libraryPath), model \(configuration.modelPath)")
+            let voice = configuration.voiceDetection == .silero ? "Silero (\(configuration.voiceModelPath))" : "by level"
+            logger.info("captions: engine \(configuration.libraryPath), model \(configuration.modelPath), voice detection \(voice)")
         } catch {
             recognizers = .failure(error)
             logger.notice("captions: unavailable: \(error)")

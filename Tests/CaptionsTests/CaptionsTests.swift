@@ -49,6 +49,21 @@ private func run(_ detector: inout UtteranceDetector, _ levels: [Double]) -> [Ut
         #expect(steps.filter { $0 == .started }.count == 3)
     }
 
+    @Test func aModelsProbabilityStartsAtOneBarAndHoldsAtALowerOne() {
+        var d = UtteranceDetector(settings: .silero)
+        // 0.45 is below the bar to start: nothing, however long.
+        var steps = Array(repeating: Float(0.45), count: 50).map { d.feed(speechProbability: $0) }
+        #expect(!steps.contains(.started))
+        // 0.6 starts one on its third frame; then 0.4 (between the bars) holds it for as long as it lasts...
+        steps = (Array(repeating: Float(0.6), count: 10) + Array(repeating: 0.4, count: 100)).map { d.feed(speechProbability: $0) }
+        #expect(steps.firstIndex(of: .started) == 2)
+        #expect(!steps.contains { if case .ended = $0 { true } else { false } })
+        // ...and below 0.35 for Silero's pause (15 frames, 300 ms) ends it.
+        steps = Array(repeating: Float(0.1), count: 20).map { d.feed(speechProbability: $0) }
+        #expect(steps.firstIndex(of: .ended(keep: true)) == 14)
+        #expect(UtteranceDetector.Settings.silero.endFrames < UtteranceDetector.Settings().endFrames)
+    }
+
     @Test func aSteadyNoiseFloorIsNotSpeech() {
         var d = UtteranceDetector()
         // A fan switched on at -40 dBFS: heard as speech until the floor has risen to it...
@@ -158,9 +173,10 @@ private struct MissingEngine: SpeechRecognizerFactory {
         let firstFinal = try #require(all.firstIndex { $0.isFinal })
         #expect(all[..<firstFinal].allSatisfy { !$0.isFinal })
         #expect(firstFinal >= 1, "a partial before the first final: \(all)")
-        // The final covers the utterance: ~3 s of speech, its pre-roll and the closing pause.
+        // The final covers the utterance: ~3 s of speech, its 200 ms pre-roll and the first
+        // 160 ms of the closing pause, where it was recognised (early: the rest is pause).
         let final = all[firstFinal].text
-        #expect(final == "heard 35 tenths" || final == "heard 36 tenths" || final == "heard 37 tenths", "\(all)")
+        #expect(final == "heard 33 tenths" || final == "heard 34 tenths", "\(all)")
         // The counters are brought up to date after each batch of packets.
         var stats = captioner.statistics
         for _ in 0..<100 where abs(stats.audioSeconds - Double(pattern.count) * 0.02) >= 0.1 {
@@ -169,6 +185,36 @@ private struct MissingEngine: SpeechRecognizerFactory {
         }
         #expect(stats.finals == 2 && stats.partials == UInt64(all.count - 2))
         #expect(abs(stats.audioSeconds - Double(pattern.count) * 0.02) < 0.1, "\(stats)")
+    }
+
+    /// A pause longer than the early final's 160 ms but shorter than the 400 ms that ends
+    /// an utterance: the early final is recognised, speech comes back and voids it, and the
+    /// one final covers both parts. Without early finals, the final covers the whole pause.
+    @Test(arguments: [8, nil] as [Int?])
+    func speechAfterAnEarlyFinalVoidsIt(earlyFinalPauseFrames: Int?) throws {
+        let recognizer = CountingRecognizer()
+        let captions = PThreadLocked<[Caption]>([])
+        var settings = StreamCaptioner.Settings(partials: false)
+        settings.earlyFinalPauseFrames = earlyFinalPauseFrames
+        let captioner = try StreamCaptioner(streamID: "s", recognizers: OneRecognizer(recognizer: recognizer),
+                                            settings: settings, logger: Logger(label: "test")) { caption in
+            captions.withLock { $0.append(caption) }
+        }
+        defer { captioner.stop() }
+        // 1 s of speech, a 300 ms pause, 1 s of speech, then silence.
+        let pattern = Array(repeating: false, count: 20) + Array(repeating: true, count: 50) + Array(repeating: false, count: 15)
+            + Array(repeating: true, count: 50) + Array(repeating: false, count: 40)
+        for packet in try packets(pattern) {
+            packet.withUnsafeBytes { captioner.receive(opusPayload: $0) }
+        }
+        for _ in 0..<200 where captions.withLock({ $0.isEmpty }) { usleep(50_000) }
+        for _ in 0..<100 where captioner.statistics.audioSeconds < Double(pattern.count) * 0.02 - 0.03 { usleep(50_000) }
+        let all = captions.withLock { $0 }
+        // 200 ms of pre-roll + 1 s + 300 ms + 1 s (and a little of Opus's tail on the tone),
+        // then the closing pause: 160 ms of it with early finals, all 400 ms without.
+        #expect(all == [Caption(text: earlyFinalPauseFrames == nil ? "heard 28 tenths" : "heard 26 tenths", isFinal: true)],
+                "\(all)")
+        #expect(captioner.statistics.earlyFinalsDiscarded == (earlyFinalPauseFrames == nil ? 0 : 1))
     }
 
     @Test func partialsOffMeansFinalsOnly() throws {
@@ -195,8 +241,8 @@ private struct MissingEngine: SpeechRecognizerFactory {
     }
 
     @Test func theWhisperFactoryNamesWhatIsMissing() {
-        let configuration = WhisperConfiguration(prefix: "/nonexistent/captions")
         do {
+            let configuration = try WhisperConfiguration(prefix: "/nonexistent/captions", voiceDetection: .silero)
             _ = try WhisperRecognizerFactory(configuration: configuration)
             Issue.record("a factory over a missing install")
         } catch {
@@ -205,11 +251,11 @@ private struct MissingEngine: SpeechRecognizerFactory {
         }
     }
 
-    @Test func audioContextFitsTheUtterance() {
-        let c = WhisperConfiguration(prefix: "/x")
+    @Test func audioContextFitsTheUtterance() throws {
+        let c = try WhisperConfiguration(prefix: "/x")
         #expect(c.audioContext(forSamples: 16_000) == 512)      // 1 s: 50 + 100 margin, but at least 512
         #expect(c.audioContext(forSamples: 160_000) == 640)     // 10 s: 500 + 100 → 640
         #expect(c.audioContext(forSamples: 16_000 * 40) == 1500)
-        #expect(WhisperConfiguration(prefix: "/x", audioContext: 512).audioContext(forSamples: 16_000) == 512)
+        #expect(try WhisperConfiguration(prefix: "/x", audioContext: 512).audioContext(forSamples: 16_000) == 512)
     }
 }

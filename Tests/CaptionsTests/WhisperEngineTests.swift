@@ -37,16 +37,91 @@ import Testing
     }
 
     @Test func theModelHearsASentence() throws {
-        let recognizer = try WhisperRecognizer(configuration: WhisperConfiguration())
+        let recognizer = try WhisperRecognizer(configuration: try WhisperConfiguration())
         let speech = try speak(Self.sentences[0])
         let samples = speech.converted(toRate: 16_000, channels: 1).map { Float($0) / 32768 }
         let text = try samples.withUnsafeBufferPointer { try recognizer.transcribe($0, final: true) }
         #expect(recall(text, Self.sentences[0]) >= 0.6, "heard: \(text)")
     }
 
-    @Test func thePipelineCaptionsTwoUtterancesOverOpus() throws {
+    /// White noise with the RMS of `speech` (a fan, a rush of air: as loud as the voice, not a voice).
+    private func noise(likeLevelOf speech: [Float], count: Int) -> [Float] {
+        let rms = (speech.reduce(0) { $0 + $1 * $1 } / Float(speech.count)).squareRoot()
+        var generator = SystemRandomNumberGenerator()
+        // Uniform in [-a, a] has an RMS of a / sqrt(3).
+        let a = rms * Float(3).squareRoot()
+        return (0..<count).map { _ in Float.random(in: -a...a, using: &generator) }
+    }
+
+    /// Silero's probability for each whole window of `samples`, in order (one model, its state carried).
+    private func probabilities(_ samples: [Float], _ model: SileroVoiceActivity) throws -> [Float] {
+        try stride(from: 0, to: samples.count - model.windowSamples + 1, by: model.windowSamples).map { start in
+            try samples[start..<start + model.windowSamples].withUnsafeBufferPointer { try model.speechProbability($0) }
+        }
+    }
+
+    @Test func sileroTellsSpeechFromNoiseAsLoud() throws {
+        let configuration = try WhisperConfiguration(voiceDetection: .silero)
+        let speech = try speak(Self.sentences[1]).converted(toRate: 16_000, channels: 1).map { Float($0) / 32768 }
+        let hiss = noise(likeLevelOf: speech, count: speech.count)
+        // A fresh model for each, so neither inherits the other's state.
+        let onSpeech = try probabilities(speech, SileroVoiceActivity(configuration: configuration))
+        let onNoise = try probabilities(hiss, SileroVoiceActivity(configuration: configuration))
+        func share(_ p: [Float]) -> Double { Double(p.filter { $0 >= 0.5 }.count) / Double(p.count) }
+        // espeak's sentence is speech nearly throughout; its pauses between words are short.
+        #expect(share(onSpeech) >= 0.6, "speech: \(onSpeech)")
+        #expect(share(onNoise) <= 0.05, "noise: \(onNoise)")
+        // The level alone cannot tell them apart: both stand the same above silence.
+        let level = { (x: [Float]) in x.withUnsafeBufferPointer { UtteranceDetector.levelDB($0) } }
+        #expect(abs(level(speech) - level(hiss)) < 0.5)
+        // A window of the wrong size is an error, not a read past the end.
+        #expect(throws: CaptionError.self) {
+            try speech[0..<100].withUnsafeBufferPointer { try SileroVoiceActivity(configuration: configuration).speechProbability($0) }
+        }
+    }
+
+    /// 20 ms Opus packets of 48 kHz PCM into `captioner`, faster than real time but not all at once.
+    private func send(_ pcm: [Int16], to captioner: StreamCaptioner) throws {
+        let encoder = try OpusEncoder(channels: 1)
+        for start in stride(from: 0, to: pcm.count - 960, by: 960) {
+            try pcm[start..<start + 960].withUnsafeBufferPointer { frame in
+                try encoder.encode(frame) { captioner.receive(opusPayload: $0) }
+            }
+            usleep(2_000)
+        }
+    }
+
+    /// With Silero, loud noise opens no utterance: the recognizer never runs. By level,
+    /// the same noise is taken for speech and recognised (the reason Silero is the default).
+    @Test(arguments: [VoiceDetection.silero, .level])
+    func noiseAsLoudAsSpeech(detection: VoiceDetection) throws {
+        let configuration = try WhisperConfiguration(voiceDetection: detection)
+        let captioner = try StreamCaptioner(streamID: "s", recognizers: try WhisperRecognizerFactory(configuration: configuration),
+                                            logger: Logger(label: "test")) { _ in }
+        defer { captioner.stop() }
+        let speech = try speak(Self.sentences[0]).converted(toRate: 48_000, channels: 1).map { Float($0) / 32768 }
+        // Half a second of silence, 3 s of noise, a second of silence.
+        let pcm = [Int16](repeating: 0, count: 24_000)
+            + noise(likeLevelOf: speech, count: 144_000).map { Int16(max(-32767, min(32767, $0 * 32768))) }
+            + [Int16](repeating: 0, count: 48_000)
+        try send(pcm, to: captioner)
+        let seconds = Double(pcm.count / 960 * 960) / 48_000
+        for _ in 0..<300 where captioner.statistics.audioSeconds < seconds - 0.03 { usleep(50_000) }
+        // The captioner has taken all the audio in; a recognition it started is done by now too
+        // (it runs on the same thread, before the next packet).
+        let stats = captioner.statistics
+        #expect(stats.audioSeconds >= seconds - 0.03, "\(stats)")
+        switch detection {
+        case .silero: #expect(stats.engineSeconds == 0 && stats.finals == 0, "\(stats)")
+        case .level: #expect(stats.engineSeconds > 0, "\(stats)")
+        }
+    }
+
+    @Test(arguments: [VoiceDetection.silero, .level])
+    func thePipelineCaptionsTwoUtterancesOverOpus(detection: VoiceDetection) throws {
         let captions = PThreadLocked<[Caption]>([])
-        let captioner = try StreamCaptioner(streamID: "s", recognizers: try WhisperRecognizerFactory(),
+        let configuration = try WhisperConfiguration(voiceDetection: detection)
+        let captioner = try StreamCaptioner(streamID: "s", recognizers: try WhisperRecognizerFactory(configuration: configuration),
                                             logger: Logger(label: "test")) { caption in
             captions.withLock { $0.append(caption) }
         }
@@ -57,13 +132,7 @@ import Testing
             pcm += try speak(sentence).converted(toRate: 48_000, channels: 1)
             pcm += [Int16](repeating: 0, count: 48_000)
         }
-        let encoder = try OpusEncoder(channels: 1)
-        for start in stride(from: 0, to: pcm.count - 960, by: 960) {
-            try pcm[start..<start + 960].withUnsafeBufferPointer { frame in
-                try encoder.encode(frame) { captioner.receive(opusPayload: $0) }
-            }
-            usleep(2_000)   // faster than real time, not all at once
-        }
+        try send(pcm, to: captioner)
         for _ in 0..<300 where captions.withLock({ $0.filter(\.isFinal).count }) < 2 { usleep(100_000) }
         let all = captions.withLock { $0 }
         let finals = all.filter(\.isFinal)

@@ -428,6 +428,21 @@ def test_without_the_engine_captions_answer_503_and_publishing_goes_on(net, work
     assert publisher.returncode == EXIT_OK, "".join(publisher.output)[-2000:] + proc_log(publisher)
 
 
+def test_an_unknown_voice_detection_is_a_503_that_names_it(net, workdir, monkeypatch):
+    """CAMAGENT_CAPTIONS_VAD chooses how utterances are found (silero, the default, or
+    level); a name camagent does not know leaves the router without captions, and the
+    start says why, with the names it knows."""
+    monkeypatch.setenv("CAMAGENT_CAPTIONS_VAD", "webrtc")
+    router = Router(net, workdir)
+    monkeypatch.undo()
+    session = router.create_session()
+    status, answer = start_captions(net, router, session, router.project_token(), START_BODY)
+    assert status == 503 and answer["code"] == 503, (status, answer)
+    assert "CAMAGENT_CAPTIONS_VAD" in answer["message"] and '"webrtc"' in answer["message"], answer
+    assert "silero or level" in answer["message"], answer
+    assert "captions: unavailable" in router.log(), router.log()[-2000:]
+
+
 def test_the_session_page_shows_captions_in_an_aria_live_region(net, workdir):
     """Captions are started before anything is published; the page (a subscriber token)
     joins, then `camagent publish --captions` speaks three sentences; the page's

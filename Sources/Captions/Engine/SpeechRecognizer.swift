@@ -6,7 +6,14 @@ public protocol SpeechRecognizer: AnyObject {
     func transcribe(_ samples: UnsafeBufferPointer<Float>, final: Bool) throws(CaptionError) -> String
 }
 
-/// Makes one recognizer per captioned stream (each has its own model state).
+/// Makes one recognizer per captioned stream (each has its own model state),
+/// and its voice activity model, if it has one.
 public protocol SpeechRecognizerFactory: Sendable {
     func makeRecognizer() throws(CaptionError) -> any SpeechRecognizer
+    /// nil: utterances are found from the audio's level alone.
+    func makeVoiceActivityModel() throws(CaptionError) -> (any VoiceActivityModel)?
+}
+
+extension SpeechRecognizerFactory {
+    public func makeVoiceActivityModel() throws(CaptionError) -> (any VoiceActivityModel)? { nil }
 }

@@ -5,13 +5,17 @@ import MediaTypes
 import Synchronization
 
 /// Where the speech engine is: scripts/install-captions puts whisper.cpp, the
-/// bridge camagent loads (CModules/WhisperBridge) and Whisper's tiny.en model
-/// under one prefix.
+/// bridge camagent loads (CModules/WhisperBridge), Whisper's tiny.en model and
+/// Silero's voice activity model under one prefix.
 public struct WhisperConfiguration: Sendable, Equatable {
     /// The bridge library (`libcamagent-whisper.so`), loaded at run time.
     public var libraryPath: String
     /// A ggml model file.
     public var modelPath: String
+    /// How utterances are found in the audio.
+    public var voiceDetection: VoiceDetection
+    /// Silero's ggml model (for `.silero`).
+    public var voiceModelPath: String
     /// Threads per recognition (whisper.cpp's n_threads): 1, since on two shared
     /// cores a second thread stalled calls for seconds while other work ran.
     public var threads: Int
@@ -26,19 +30,38 @@ public struct WhisperConfiguration: Sendable, Equatable {
     public static let defaultPrefix = "/opt/camagent-captions"
 
     /// The install's layout under `prefix` ($CAMAGENT_CAPTIONS_PREFIX, else /opt/camagent-captions).
-    public init(prefix: String? = nil, threads: Int = 1, finalBeamSize: Int = 5, audioContext: Int? = nil) {
+    /// `voiceDetection` nil: $CAMAGENT_CAPTIONS_VAD (`silero` or `level`), else Silero.
+    public init(prefix: String? = nil, threads: Int = 1, finalBeamSize: Int = 5, audioContext: Int? = nil,
+                voiceDetection: VoiceDetection? = nil) throws(CaptionError) {
         let root = prefix ?? getenv("CAMAGENT_CAPTIONS_PREFIX").map { String(cString: $0) } ?? Self.defaultPrefix
         libraryPath = root + "/lib/libcamagent-whisper.so"
         modelPath = root + "/models/ggml-tiny.en.bin"
+        voiceModelPath = root + "/models/ggml-silero-v6.2.0.bin"
+        if let voiceDetection {
+            self.voiceDetection = voiceDetection
+        } else if let name = getenv("CAMAGENT_CAPTIONS_VAD").map({ String(cString: $0) }), !name.isEmpty {
+            guard let chosen = VoiceDetection(rawValue: name) else { throw .unknownVoiceDetection(name) }
+            self.voiceDetection = chosen
+        } else {
+            self.voiceDetection = .silero
+        }
         self.threads = threads
         self.finalBeamSize = finalBeamSize
         self.audioContext = audioContext
     }
 
-    /// The model file is there and readable (modelMissing, with why, otherwise).
+    /// `configuration`, or the install's when nil.
+    public static func given(_ configuration: WhisperConfiguration?) throws(CaptionError) -> WhisperConfiguration {
+        if let configuration { return configuration }
+        return try WhisperConfiguration()
+    }
+
+    /// The model files are there and readable (modelMissing, with why, otherwise).
     func checkModelReadable() throws(CaptionError) {
-        guard access(modelPath, R_OK) == 0 else {
-            throw .modelMissing(path: modelPath, reason: String(cString: strerror(errno)))
+        var paths = [modelPath]
+        if voiceDetection == .silero { paths.append(voiceModelPath) }
+        for path in paths where access(path, R_OK) != 0 {
+            throw .modelMissing(path: path, reason: String(cString: strerror(errno)))
         }
     }
 
@@ -53,20 +76,26 @@ public struct WhisperConfiguration: Sendable, Equatable {
     }
 }
 
-/// The bridge library, loaded once per process and kept: its four calls.
+/// The bridge library, loaded once per process and kept: its calls.
 final class WhisperLibrary: @unchecked Sendable {   // immutable after init
     typealias Open = @convention(c) (UnsafePointer<CChar>?, Int32, UnsafeMutablePointer<CChar>?, Int) -> UnsafeMutableRawPointer?
     typealias Transcribe = @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<Float>?, Int32, Int32, Int32,
                                            UnsafeMutablePointer<CChar>?, Int) -> Int32
     typealias Close = @convention(c) (UnsafeMutableRawPointer?) -> Void
     typealias Version = @convention(c) () -> Int32
+    typealias VoiceProbability = @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<Float>?, Int32,
+                                                 UnsafeMutablePointer<Float>?) -> Int32
 
     let open: Open
     let transcribe: Transcribe
     let close: Close
+    let voiceOpen: Open
+    let voiceWindow: Int
+    let voiceProbability: VoiceProbability
+    let voiceClose: Close
 
     /// The ABI of CModules/WhisperBridge/whisper_bridge.c this code speaks.
-    static let bridgeVersion: Int32 = 2
+    static let bridgeVersion: Int32 = 3
     /// Loading takes a while under the lock, so callers contend for it: a
     /// pthread mutex, which ThreadSanitizer can follow (see `PThreadLocked`).
     private static let loaded = PThreadLocked<[String: WhisperLibrary]>([:])
@@ -103,6 +132,10 @@ final class WhisperLibrary: @unchecked Sendable {   // immutable after init
         open = try symbol("cw_open", as: Open.self)
         transcribe = try symbol("cw_transcribe", as: Transcribe.self)
         close = try symbol("cw_close", as: Close.self)
+        voiceOpen = try symbol("cw_vad_open", as: Open.self)
+        voiceWindow = Int(try symbol("cw_vad_window", as: Version.self)())
+        voiceProbability = try symbol("cw_vad_probability", as: VoiceProbability.self)
+        voiceClose = try symbol("cw_vad_close", as: Close.self)
         // The handle stays open for the process's life: engines made from it may live anywhere.
     }
 }
@@ -153,7 +186,9 @@ func text(_ buffer: [CChar]) -> String {
 public struct WhisperRecognizerFactory: SpeechRecognizerFactory {
     public let configuration: WhisperConfiguration
 
-    public init(configuration: WhisperConfiguration = WhisperConfiguration()) throws(CaptionError) {
+    /// `configuration` nil: the install's (`WhisperConfiguration()`, which reads the environment).
+    public init(configuration: WhisperConfiguration? = nil) throws(CaptionError) {
+        let configuration = try WhisperConfiguration.given(configuration)
         _ = try WhisperLibrary.load(configuration.libraryPath)
         try configuration.checkModelReadable()
         self.configuration = configuration
@@ -161,5 +196,12 @@ public struct WhisperRecognizerFactory: SpeechRecognizerFactory {
 
     public func makeRecognizer() throws(CaptionError) -> any SpeechRecognizer {
         try WhisperRecognizer(configuration: configuration)
+    }
+
+    public func makeVoiceActivityModel() throws(CaptionError) -> (any VoiceActivityModel)? {
+        switch configuration.voiceDetection {
+        case .level: nil
+        case .silero: try SileroVoiceActivity(configuration: configuration)
+        }
     }
 }

@@ -5,16 +5,26 @@ import MediaTypes
 /// Live captions for one stream: its Opus packets in (from the router's
 /// receive thread, copied into a fixed queue), caption text out. A thread
 /// of its own decodes Opus straight to 16 kHz mono (libopus resamples as
-/// it decodes), splits utterances (`UtteranceDetector`), and runs the
-/// recognizer: a partial about once a second of speech, one final when the
-/// utterance ends. Buffers are made once; nothing is allocated per packet.
+/// it decodes), splits utterances (`UtteranceDetector`, with the engine's
+/// voice activity model when it has one), and runs the recognizer: a
+/// partial about once a second of speech, one final when the utterance
+/// ends. The final is recognised early, when a pause begins, so that it is
+/// ready when the pause has lasted long enough to end the utterance; speech
+/// coming back voids it. Buffers are made once; nothing is allocated per packet.
 public final class StreamCaptioner: Sendable {
     public struct Settings: Sendable, Equatable {
         /// Send partials (OpenTok's partialCaptions); finals always go.
         public var partials = true
         /// Seconds of speech between two partials.
         public var partialInterval = 1.0
-        public var detector = UtteranceDetector.Settings()
+        /// nil: the settings for the engine's voice detection (`.silero` with a
+        /// model, the defaults by level).
+        public var detector: UtteranceDetector.Settings?
+        /// Non-speech frames after which the final is recognised, before the pause
+        /// ends the utterance (nil: only when it has ended). 8 (160 ms): longer than
+        /// most gaps between words, well short of the pause that ends an utterance, so
+        /// the recognition (a few hundred ms) overlaps the rest of the pause.
+        public var earlyFinalPauseFrames: Int? = 8
 
         public init(partials: Bool = true) { self.partials = partials }
     }
@@ -29,16 +39,17 @@ public final class StreamCaptioner: Sendable {
                 logger: Logger, onCaption: @escaping @Sendable (Caption) -> Void) throws(CaptionError) {
         self.streamID = streamID
         let recognizer = try recognizers.makeRecognizer()
+        let voice = try recognizers.makeVoiceActivityModel()
         let decoder: OpusDecoder
         do { decoder = try OpusDecoder(channels: 1, sampleRate: 16_000) } catch { throw .decoderFailed("\(error)") }
         let queue = PacketQueue()
         self.queue = queue
-        let work = Work(recognizer: recognizer, decoder: decoder, settings: settings, queue: queue, streamID: streamID,
-                        logger: logger, onCaption: onCaption)
+        let work = Work(recognizer: recognizer, voice: voice, decoder: decoder, settings: settings, queue: queue,
+                        streamID: streamID, logger: logger, onCaption: onCaption)
         let counters = self.counters
         thread = StoppableThread(name: "camagent-captions") { stop in work.run(stop, counters: counters) }
         queue.wake = thread.signal
-        logger.info("captions: stream \(streamID) captioned (partials \(settings.partials ? "on" : "off"))")
+        logger.info("captions: stream \(streamID) captioned (partials \(settings.partials ? "on" : "off"), voice detection \(voice == nil ? "by level" : "by model"))")
     }
 
     /// One Opus packet of the stream (any thread; never blocks on recognition).
@@ -116,6 +127,7 @@ private final class Work: @unchecked Sendable {   // used by the captioner's thr
     let recognizer: any SpeechRecognizer
     let decoder: OpusDecoder
     let settings: StreamCaptioner.Settings
+    let detectorSettings: UtteranceDetector.Settings
     let queue: PacketQueue
     let streamID: String
     let logger: Logger
@@ -127,6 +139,13 @@ private final class Work: @unchecked Sendable {   // used by the captioner's thr
     /// The frame being filled.
     var frame = [Float](repeating: 0, count: frameSamples)
     var frameFill = 0
+    /// The voice activity model (nil: by level), the window it is being filled
+    /// with, and its verdict on the last full window, which each frame takes
+    /// (Silero's 32 ms windows do not line up with the 20 ms frames).
+    var voice: (any VoiceActivityModel)?
+    var voiceWindow: [Float]
+    var voiceFill = 0
+    var speechProbability: Float = 0
     /// The last frames outside an utterance (a ring), for the utterance's onset.
     var preRoll: [Float]
     var preRollStart = 0
@@ -136,19 +155,28 @@ private final class Work: @unchecked Sendable {   // used by the captioner's thr
     var utteranceCount = 0
     var samplesAtLastPartial = 0
     var lastPartial = ""
+    /// The final recognised at the start of the current pause (nil: none yet, or speech came back).
+    var earlyFinal: String?
+    /// Early finals voided since the counters were last brought up to date.
+    var earlyFinalsDiscarded: UInt64 = 0
 
-    init(recognizer: any SpeechRecognizer, decoder: OpusDecoder, settings: StreamCaptioner.Settings, queue: PacketQueue,
-         streamID: String, logger: Logger, onCaption: @escaping @Sendable (Caption) -> Void) {
+    init(recognizer: any SpeechRecognizer, voice: (any VoiceActivityModel)?, decoder: OpusDecoder,
+         settings: StreamCaptioner.Settings, queue: PacketQueue, streamID: String, logger: Logger,
+         onCaption: @escaping @Sendable (Caption) -> Void) {
         self.recognizer = recognizer
+        self.voice = voice
+        voiceWindow = [Float](repeating: 0, count: voice?.windowSamples ?? 0)
         self.decoder = decoder
         self.settings = settings
+        let detectorSettings = settings.detector ?? (voice == nil ? UtteranceDetector.Settings() : .silero)
+        self.detectorSettings = detectorSettings
         self.queue = queue
         self.streamID = streamID
         self.logger = logger
         self.onCaption = onCaption
-        detector = UtteranceDetector(settings: settings.detector)
-        preRoll = [Float](repeating: 0, count: settings.detector.preRollFrames * Self.frameSamples)
-        utterance = [Float](repeating: 0, count: (settings.detector.maxFrames + settings.detector.preRollFrames + 1) * Self.frameSamples)
+        detector = UtteranceDetector(settings: detectorSettings)
+        preRoll = [Float](repeating: 0, count: detectorSettings.preRollFrames * Self.frameSamples)
+        utterance = [Float](repeating: 0, count: (detectorSettings.maxFrames + detectorSettings.preRollFrames + 1) * Self.frameSamples)
     }
 
     func run(_ stop: StopSignal, counters: SharedCounters) {
@@ -176,7 +204,9 @@ private final class Work: @unchecked Sendable {   // used by the captioner's thr
                     c.engineSeconds += engineSeconds
                     c.partials += partials
                     c.finals += finals
+                    c.earlyFinalsDiscarded += earlyFinalsDiscarded
                 }
+                earlyFinalsDiscarded = 0
             }
         }
     }
@@ -191,7 +221,16 @@ private final class Work: @unchecked Sendable {   // used by the captioner's thr
             return 0
         }
         for i in 0..<count {
-            frame[frameFill] = Float(pcm[i]) / 32768
+            let sample = Float(pcm[i]) / 32768
+            if voice != nil {
+                voiceWindow[voiceFill] = sample
+                voiceFill += 1
+                if voiceFill == voiceWindow.count {
+                    voiceFill = 0
+                    classifyVoiceWindow()
+                }
+            }
+            frame[frameFill] = sample
             frameFill += 1
             if frameFill == Self.frameSamples {
                 frameFill = 0
@@ -201,24 +240,52 @@ private final class Work: @unchecked Sendable {   // used by the captioner's thr
         return count
     }
 
+    private func classifyVoiceWindow() {
+        guard let voice else { return }
+        do {
+            speechProbability = try voiceWindow.withUnsafeBufferPointer { window throws(CaptionError) in
+                try voice.speechProbability(window)
+            }
+        } catch {
+            // Captions go on, by level: worse at telling speech from noise, but they go on.
+            logger.warning("captions: stream \(streamID): \(error); finding utterances by level from now on")
+            self.voice = nil
+        }
+    }
+
     /// One full frame through the detector.
     private func step(engineSeconds: inout Double, finals: inout UInt64) {
-        let level = frame.withUnsafeBufferPointer { UtteranceDetector.levelDB($0) }
-        switch detector.feed(levelDB: level) {
+        let verdict: UtteranceDetector.Step
+        if voice != nil {
+            verdict = detector.feed(speechProbability: speechProbability)
+        } else {
+            verdict = detector.feed(levelDB: frame.withUnsafeBufferPointer { UtteranceDetector.levelDB($0) })
+        }
+        switch verdict {
         case .silence:
             keepPreRoll()
         case .started:
             utteranceCount = 0
             for k in 0..<preRollFrames {
-                let start = ((preRollStart + k) % settings.detector.preRollFrames) * Self.frameSamples
+                let start = ((preRollStart + k) % detectorSettings.preRollFrames) * Self.frameSamples
                 append(preRoll, from: start)
             }
             preRollFrames = 0
             append(frame, from: 0)
             samplesAtLastPartial = utteranceCount
             lastPartial = ""
+            earlyFinal = nil
         case .continuing:
             append(frame, from: 0)
+            if detector.lastFrameWasSpeech {
+                if earlyFinal != nil {
+                    earlyFinal = nil
+                    earlyFinalsDiscarded += 1
+                }
+            } else if let frames = settings.earlyFinalPauseFrames, detector.pauseFrames == frames, earlyFinal == nil {
+                // The audio from here to the utterance's end is pause: the final will not change.
+                earlyFinal = recognize(final: true, engineSeconds: &engineSeconds)
+            }
         case .ended(let keep):
             append(frame, from: 0)
             finish(keep: keep, engineSeconds: &engineSeconds, finals: &finals)
@@ -226,7 +293,7 @@ private final class Work: @unchecked Sendable {   // used by the captioner's thr
     }
 
     private func keepPreRoll() {
-        let frames = settings.detector.preRollFrames
+        let frames = detectorSettings.preRollFrames
         guard frames > 0 else { return }
         let slot = (preRollStart + preRollFrames) % frames
         for i in 0..<Self.frameSamples { preRoll[slot * Self.frameSamples + i] = frame[i] }
@@ -241,7 +308,8 @@ private final class Work: @unchecked Sendable {   // used by the captioner's thr
 
     /// The utterance is over: one final (if there was speech, or a partial to close).
     private func finish(keep: Bool, engineSeconds: inout Double, finals: inout UInt64) {
-        var text = keep ? (recognize(final: true, engineSeconds: &engineSeconds) ?? "") : ""
+        var text = keep ? (earlyFinal ?? recognize(final: true, engineSeconds: &engineSeconds) ?? "") : ""
+        earlyFinal = nil
         if text.isEmpty { text = lastPartial }   // the partials said something: their final says it too
         if !text.isEmpty {
             finals += 1

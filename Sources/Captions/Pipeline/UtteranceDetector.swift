@@ -2,12 +2,13 @@
 import Glibc
 #endif
 
-/// Voice activity detection and utterance boundaries over 20 ms frames of
-/// 16 kHz audio, from each frame's level alone: a frame is speech when it
-/// stands well above the noise floor (tracked: down at once, up slowly), an
-/// utterance starts after a few speech frames in a row and ends after a
-/// pause, or when it reaches the engine's window. Pure state, no audio kept:
-/// the captioner holds the samples.
+/// Utterance boundaries over 20 ms frames of 16 kHz audio: an utterance
+/// starts after a few speech frames in a row and ends after a pause, or when
+/// it reaches the engine's window. Whether a frame is speech comes from a
+/// voice activity model's probability (with hysteresis: a lower bar inside an
+/// utterance than to start one), or from the frame's level alone (speech when
+/// it stands well above the noise floor, tracked: down at once, up slowly).
+/// Pure state, no audio kept: the captioner holds the samples.
 public struct UtteranceDetector: Sendable {
     public struct Settings: Sendable, Equatable {
         /// Speech frames in a row that start an utterance (3: 60 ms, so clicks do not).
@@ -30,8 +31,21 @@ public struct UtteranceDetector: Sendable {
         /// fan switched on is noise again within seconds; pauses between words pull it
         /// back down at once, so speech does not raise it).
         public var floorRiseDB = 0.06
+        /// With a model: a frame outside an utterance is speech at this probability...
+        public var speechProbability: Float = 0.5
+        /// ...and inside one down to this (Silero's own streaming rule: 0.15 below).
+        public var holdProbability: Float = 0.35
 
         public init() {}
+
+        /// For Silero: its probability falls within a few windows of speech's end and
+        /// does not dip inside words, as the level does at stops and soft consonants,
+        /// so a shorter pause (15 frames: 300 ms) still keeps a sentence whole.
+        public static var silero: Settings {
+            var settings = Settings()
+            settings.endFrames = 15
+            return settings
+        }
     }
 
     public enum Step: Sendable, Equatable {
@@ -64,11 +78,24 @@ public struct UtteranceDetector: Sendable {
     /// Frames in the current utterance so far.
     public var utteranceFrames: Int { frames }
 
+    /// Non-speech frames in a row at the end of the current utterance (0 outside one).
+    public var pauseFrames: Int { inUtterance ? silenceRun : 0 }
+
     /// One frame's level, dBFS (RMS; -100 for digital silence).
     public mutating func feed(levelDB: Double) -> Step {
         let level = max(levelDB, -100)
         let speech = level > max(floorDB + settings.marginDB, settings.minSpeechDBFS)
         floorDB = level < floorDB ? level : min(floorDB + settings.floorRiseDB, level)
+        return feed(isSpeech: speech)
+    }
+
+    /// One frame, with a voice activity model's speech probability for it.
+    public mutating func feed(speechProbability probability: Float) -> Step {
+        feed(isSpeech: probability >= (inUtterance ? settings.holdProbability : settings.speechProbability))
+    }
+
+    /// One frame, speech or not.
+    public mutating func feed(isSpeech speech: Bool) -> Step {
         lastFrameWasSpeech = speech
         if !inUtterance {
             speechRun = speech ? speechRun + 1 : 0
