@@ -19,8 +19,10 @@ public struct WhisperConfiguration: Sendable, Equatable {
     /// Threads per recognition (whisper.cpp's n_threads): 1, since on two shared
     /// cores a second thread stalled calls for seconds while other work ran.
     public var threads: Int
-    /// Beam width for finals (partials are greedy): 5 heard more words right on the
-    /// test speech (18 % WER greedy, 11 % with the beam) for about 1.4 times the CPU.
+    /// Beam width for finals (partials are greedy): a beam hears more words right on
+    /// the test speech (18 % WER greedy, 11 % with 5) for more CPU and time. 3, not 5:
+    /// a final comes about 150 ms sooner (a beam of 5 took 0.6-0.7 s on a 3 s sentence
+    /// here), for a WER of 0.10-0.11 against 0.09-0.105 (BENCHMARKS.md, Captions).
     public var finalBeamSize: Int
     /// How much of Whisper's 30 s window the encoder attends to (its
     /// `audio_ctx`, 50 per second): nil fits it to each utterance, which keeps
@@ -31,7 +33,7 @@ public struct WhisperConfiguration: Sendable, Equatable {
 
     /// The install's layout under `prefix` ($CAMAGENT_CAPTIONS_PREFIX, else /opt/camagent-captions).
     /// `voiceDetection` nil: $CAMAGENT_CAPTIONS_VAD (`silero` or `level`), else Silero.
-    public init(prefix: String? = nil, threads: Int = 1, finalBeamSize: Int = 5, audioContext: Int? = nil,
+    public init(prefix: String? = nil, threads: Int = 1, finalBeamSize: Int = 3, audioContext: Int? = nil,
                 voiceDetection: VoiceDetection? = nil) throws(CaptionError) {
         let root = prefix ?? getenv("CAMAGENT_CAPTIONS_PREFIX").map { String(cString: $0) } ?? Self.defaultPrefix
         libraryPath = root + "/lib/libcamagent-whisper.so"

@@ -21,10 +21,12 @@ public final class StreamCaptioner: Sendable {
         /// model, the defaults by level).
         public var detector: UtteranceDetector.Settings?
         /// Non-speech frames after which the final is recognised, before the pause
-        /// ends the utterance (nil: only when it has ended). 8 (160 ms): longer than
-        /// most gaps between words, well short of the pause that ends an utterance, so
-        /// the recognition (a few hundred ms) overlaps the rest of the pause.
-        public var earlyFinalPauseFrames: Int? = 8
+        /// ends the utterance (nil: only when it has ended). 5 (100 ms, after
+        /// Silero's own ~60 ms of lag): past most gaps between words, well short of
+        /// the pause that ends an utterance, so the recognition (a few hundred ms)
+        /// overlaps the rest of the pause. (8 gave a p50 of 0.93 s from the end of
+        /// speech to the final; 5, with a beam of 3, 0.76 s: BENCHMARKS.md.)
+        public var earlyFinalPauseFrames: Int? = 5
 
         public init(partials: Bool = true) { self.partials = partials }
     }
