@@ -30,15 +30,8 @@ public final class SileroVoiceActivity: VoiceActivityModel {
         let library = try WhisperLibrary.load(configuration.libraryPath)
         self.library = library
         try configuration.checkModelReadable()
-        var reason = [CChar](repeating: 0, count: 512)
-        let opened = reason.withUnsafeMutableBufferPointer { buffer in
-            // One thread: a window is 32 ms of audio and takes well under a millisecond.
-            library.voiceOpen(configuration.voiceModelPath, 1, buffer.baseAddress, buffer.count)
-        }
-        guard let opened else {
-            throw .modelMissing(path: configuration.voiceModelPath, reason: Captions.text(reason))
-        }
-        detector = opened
+        // One thread: a window is 32 ms of audio and takes well under a millisecond.
+        detector = try library.openModel(library.voiceOpen, path: configuration.voiceModelPath, threads: 1)
         windowSamples = library.voiceWindow
     }
 

@@ -116,6 +116,16 @@ final class WhisperLibrary: @unchecked Sendable {   // immutable after init
         return try result.get()
     }
 
+    /// A model context from `open` (`self.open` or `voiceOpen`); modelMissing with the bridge's reason.
+    func openModel(_ open: Open, path: String, threads: Int) throws(CaptionError) -> UnsafeMutableRawPointer {
+        var reason = [CChar](repeating: 0, count: 512)
+        let opened = reason.withUnsafeMutableBufferPointer { buffer in
+            open(path, Int32(threads), buffer.baseAddress, buffer.count)
+        }
+        guard let opened else { throw .modelMissing(path: path, reason: Captions.text(reason)) }
+        return opened
+    }
+
     private init(path: String) throws(CaptionError) {
         guard access(path, F_OK) == 0 else { throw .engineMissing(path: path, reason: "no such file") }
         guard let handle = dlopen(path, RTLD_NOW | RTLD_LOCAL) else {
@@ -154,14 +164,7 @@ public final class WhisperRecognizer: SpeechRecognizer {
         let library = try WhisperLibrary.load(configuration.libraryPath)
         self.library = library
         try configuration.checkModelReadable()
-        var reason = [CChar](repeating: 0, count: 512)
-        let opened = reason.withUnsafeMutableBufferPointer { buffer in
-            library.open(configuration.modelPath, Int32(configuration.threads), buffer.baseAddress, buffer.count)
-        }
-        guard let opened else {
-            throw .modelMissing(path: configuration.modelPath, reason: Captions.text(reason))
-        }
-        engine = opened
+        engine = try library.openModel(library.open, path: configuration.modelPath, threads: configuration.threads)
         self.configuration = configuration
     }
 
