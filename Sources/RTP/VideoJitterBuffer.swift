@@ -176,11 +176,8 @@ package struct VideoJitterBuffer {
             guard present(first) else {
                 if waitingForKeyframe { return nil }
                 // The next packet in order is missing: wait for it within the bound.
-                if let oldest = missing.first, now - oldest.since > settings.maxWait {
-                    giveUp(now: now, feedback: &feedback)
-                    seekKeyframe()
-                    continue
-                }
+                awaitPacket(first, now: now)
+                if giveUpOnLost(now: now, feedback: &feedback) { continue }
                 return nil
             }
             if !startsFrame(at: first) {
@@ -192,18 +189,21 @@ package struct VideoJitterBuffer {
             // Walk to the frame's marker packet.
             var last = first
             let timestamp = slot(first).timestamp
+            var gaveUp = false
             while !slot(last).marker {
                 let following = last + 1
                 guard following <= highest, present(following) else {
-                    if following <= highest, let oldest = missing.first, now - oldest.since > settings.maxWait {
-                        giveUp(now: now, feedback: &feedback)
-                        seekKeyframe()
+                    if following <= highest {
+                        awaitPacket(following, now: now)
+                        gaveUp = giveUpOnLost(now: now, feedback: &feedback)
+                        if gaveUp { break }
                     }
                     return nil   // the rest of the frame has not arrived (yet)
                 }
                 if slot(following).timestamp != timestamp { break }   // the marker was lost: the frame ends here
                 last = following
             }
+            if gaveUp { continue }   // a packet it needed is lost for good
             let isKeyframe = slot(first).startsKeyframe
             if waitingForKeyframe && !isKeyframe {
                 discard(upTo: last + 1)
@@ -265,10 +265,31 @@ package struct VideoJitterBuffer {
         next = end
     }
 
+    /// A packet the next frame needs is absent: make sure it is waited for (asked
+    /// for and timed), even if it went missing while nothing was tracked, such as
+    /// a hole in a keyframe held while an earlier loss was given up.
+    private mutating func awaitPacket(_ sequence: Int64, now: Double) {
+        guard !missing.contains(where: { $0.sequence == sequence }) else { return }
+        missing.append(Missing(sequence: sequence, since: now, lastNack: -.infinity, tries: 0))
+    }
+
+    /// When the oldest missing packet has waited past the bound: the packets
+    /// that waited too long are lost for good, so everything up to the last of
+    /// them is dropped, and a keyframe after it is sought. True when it gave up.
+    private mutating func giveUpOnLost(now: Double, feedback: inout FeedbackRequests) -> Bool {
+        guard let oldest = missing.first, now - oldest.since > settings.maxWait else { return false }
+        let lost = missing.filter { now - $0.since > settings.maxWait }.map(\.sequence).max() ?? oldest.sequence
+        discard(upTo: lost + 1)
+        missing.removeAll { $0.sequence <= lost }
+        giveUp(now: now, feedback: &feedback, keepingMissing: true)
+        seekKeyframe()
+        return true
+    }
+
     /// A packet is lost for good: drop the frames that need it, ask for a keyframe.
-    private mutating func giveUp(now: Double, feedback: inout FeedbackRequests) {
+    private mutating func giveUp(now: Double, feedback: inout FeedbackRequests, keepingMissing: Bool = false) {
         counters.framesDropped += 1
-        missing.removeAll(keepingCapacity: true)
+        if !keepingMissing { missing.removeAll(keepingCapacity: true) }
         waitingForKeyframe = true
         requestKeyframe(now: now, feedback: &feedback)
     }

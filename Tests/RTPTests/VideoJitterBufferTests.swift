@@ -64,6 +64,31 @@ struct VideoJitterBufferTests {
         #expect(buffer.counters.framesDropped >= 2)
     }
 
+    /// Seen in CI (routed audio fallback, 30 % loss): giving up an earlier loss
+    /// forgot a hole in a keyframe already held, so the keyframe waited for that
+    /// packet forever, untimed: no frame, no drop, no PLI, while packets kept coming.
+    @Test("a hole in a keyframe held when an earlier loss is given up is waited for within the bound, then given up")
+    mutating func holeInAHeldKeyframe() {
+        feed(1, ts: 0, marker: true, first: true, keyframe: true, now: 0)
+        feed(3, ts: 3000, marker: true, first: false, now: 0.03)           // 2 (frame 2's start) is missing
+        feed(4, ts: 6000, marker: false, first: true, keyframe: true, now: 0.06)
+        feed(6, ts: 6000, marker: true, first: false, now: 0.061)          // 5 (in the keyframe) is missing
+        #expect(frames.count == 1 && buffer.missingSequences.map { $0 % 65536 } == [2, 5])
+        requests.clear()
+        // 2 is given up after the bound; the keyframe at 4 still misses 5, and 5 is waited for, not forgotten.
+        feed(7, ts: 9000, marker: true, first: true, now: 0.35)
+        #expect(frames.count == 1 && requests.keyframe)
+        #expect(buffer.missingSequences.map { $0 % 65536 } == [5], "\(buffer.missingSequences)")
+        // 5 never comes: past the bound it is given up too, and a keyframe is asked for
+        // again (one PLI per half second).
+        requests.clear()
+        feed(8, ts: 12000, marker: true, first: true, now: 0.9)
+        #expect(frames.count == 1 && requests.keyframe && buffer.missingSequences.isEmpty)
+        // The next keyframe decodes.
+        feed(9, ts: 15000, marker: true, first: true, keyframe: true, now: 0.95)
+        #expect(frames.count == 2 && frames[1].isKeyframe && frames[1].firstSequence % 65536 == 9)
+    }
+
     @Test("a gap is asked for (NACK), waited for, and filled in order")
     mutating func reorder() {
         feed(1, ts: 0, marker: true, first: true, keyframe: true, now: 0)
