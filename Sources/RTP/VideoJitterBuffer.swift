@@ -278,7 +278,8 @@ package struct VideoJitterBuffer {
     /// them is dropped, and a keyframe after it is sought. True when it gave up.
     private mutating func giveUpOnLost(now: Double, feedback: inout FeedbackRequests) -> Bool {
         guard let oldest = missing.first, now - oldest.since > settings.maxWait else { return false }
-        let lost = missing.filter { now - $0.since > settings.maxWait }.map(\.sequence).max() ?? oldest.sequence
+        // The last of those that waited too long, found without making an array.
+        let lost = missing.reduce(oldest.sequence) { now - $1.since > settings.maxWait ? max($0, $1.sequence) : $0 }
         discard(upTo: lost + 1)
         missing.removeAll { $0.sequence <= lost }
         giveUp(now: now, feedback: &feedback, keepingMissing: true)
