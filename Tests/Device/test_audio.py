@@ -35,10 +35,22 @@ def read_wav(path):
         return w.getframerate(), w.getnchannels(), data.astype(np.float64) / 32768.0
 
 
+def frame_levels(samples, rate):
+    """The RMS level of each 10 ms frame of `samples` (in [-1, 1]); the last whole frame is left out."""
+    frame = rate // 100
+    count = len(range(0, len(samples) - frame, frame))
+    return np.sqrt(np.mean(np.asarray(samples[:count * frame], dtype=np.float64).reshape(count, frame) ** 2, axis=1))
+
+
+def loud_frames(samples, rate):
+    """Indices of the 10 ms frames that hold the tone (RMS above 0.05)."""
+    return np.where(frame_levels(samples, rate) > 0.05)[0]
+
+
 def analyse(samples, rate):
     """Peak frequency and RMS level (dBFS) of the loud part of a recording."""
     frame = rate // 100
-    levels = np.array([np.sqrt(np.mean(samples[i:i + frame] ** 2)) for i in range(0, len(samples) - frame, frame)])
+    levels = frame_levels(samples, rate)
     loud = np.where(levels > 0.05)[0]
     assert len(loud) > 50, f"no tone captured (max level {levels.max() if len(levels) else 0:.4f})"
     # The middle of the loud part, away from the edges.

@@ -17,7 +17,7 @@ import numpy as np
 
 from conftest import BIN, EXIT_NO_SUCH_DEVICE, run, tool, wait_for
 from pattern import decode_counter, read_y4m
-from test_audio import PLAY, RATE, RECORD, analyse, read_wav
+from test_audio import PLAY, RATE, RECORD, analyse, loud_frames, read_wav
 from test_publish import guest_address  # noqa: F401  (fixture)
 from test_video_loopback import LOOP, fresh_loopback  # noqa: F401  (fixture)
 
@@ -49,13 +49,10 @@ def stop(proc):
 
 
 def tone_seconds_so_far(recording):
-    """Seconds of tone (10 ms frames above the level `analyse` counts) in a WAV that arecord is
+    """Seconds of tone (the 10 ms frames `analyse` counts as loud) in a WAV that arecord is
     still writing: its 44-byte header does not have the final size yet, so the samples are read raw."""
-    data = np.frombuffer(recording.read_bytes()[44:], dtype="<i2")
-    frame = RATE // 100
-    usable = len(data) // frame * frame
-    levels = np.sqrt(np.mean((data[:usable].astype(np.float64) / 32768.0).reshape(-1, frame) ** 2, axis=1))
-    return float(np.count_nonzero(levels > 0.05)) / 100.0
+    data = np.frombuffer(recording.read_bytes()[44:], dtype="<i2").astype(np.float64) / 32768.0
+    return len(loud_frames(data, RATE)) / 100.0
 
 
 def test_subscribe_renders_into_v4l2loopback_and_an_alsa_loopback(tmp_path, guest_address, fresh_loopback):
