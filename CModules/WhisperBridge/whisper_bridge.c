@@ -8,11 +8,13 @@
 // side; camagent sees only the calls below (Sources/Captions/Engine/
 // WhisperRecognizer.swift declares the same signatures).
 //
-//   int   cw_bridge_version(void)            -> 3 (the ABI of this file)
+//   int   cw_bridge_version(void)            -> 4 (the ABI of this file)
 //   void *cw_open(model, threads, err, errlen) -> engine, or NULL and a reason in err
-//   int   cw_transcribe(engine, samples, count, audio_ctx, beam_size, text, textlen)
-//         -> bytes of UTF-8 text written (NUL-terminated), or -1 and a reason in text;
-//         beam_size 0 or 1 decodes greedily
+//   int   cw_transcribe(engine, samples, count, audio_ctx, beam_size, should_stop, stop_context,
+//                       text, textlen)
+//         -> bytes of UTF-8 text written (NUL-terminated), or -1 and a reason in text, or
+//         -2 when should_stop(stop_context) said stop (it may be NULL); whisper asks it after
+//         the encoder and after each decoded token. beam_size 0 or 1 decodes greedily
 //   void  cw_close(engine)
 //
 // Silero voice activity detection (whisper.cpp's ggml port), streamed: the
@@ -40,7 +42,7 @@ static void cw_quiet(enum ggml_log_level level, const char *text, void *user) {
     (void)level; (void)text; (void)user;
 }
 
-int cw_bridge_version(void) { return 3; }
+int cw_bridge_version(void) { return 4; }
 
 void *cw_open(const char *model, int threads, char *error, size_t error_size) {
     whisper_log_set(cw_quiet, NULL);
@@ -82,19 +84,39 @@ void *cw_open(const char *model, int threads, char *error, size_t error_size) {
     return engine;
 }
 
+// The caller's stop question, in whisper's abort callback's shape.
+struct cw_stop {
+    int (*should_stop)(void *);
+    void *context;
+};
+
+static bool cw_should_stop(void *opaque) {
+    struct cw_stop *stop = opaque;
+    return stop->should_stop(stop->context) != 0;
+}
+
 int cw_transcribe(void *opaque, const float *samples, int count, int audio_ctx, int beam_size,
-                  char *text, size_t text_size) {
+                  int (*should_stop)(void *), void *stop_context, char *text, size_t text_size) {
     struct cw_engine *engine = opaque;
     if (text_size == 0) return -1;
     text[0] = 0;
     struct whisper_full_params p = beam_size > 1 ? engine->beam : engine->greedy;
     if (beam_size > 1) p.beam_search.beam_size = beam_size;
+    struct cw_stop stop = { should_stop, stop_context };
+    if (should_stop != NULL) {
+        p.abort_callback = cw_should_stop;
+        p.abort_callback_user_data = &stop;
+    }
     p.audio_ctx = audio_ctx;
     // Speech is at most ~4 words (~6 tokens) a second: a cap of 16 + 8 per second stops a
     // repetition loop (tiny models fall into them on short audio) within a few tokens of
     // the real text, instead of at the context's end (seen: 900 characters, 30 s of CPU).
     p.max_tokens = 16 + count / 2000;
     if (whisper_full(engine->context, p, samples, count) != 0) {
+        if (should_stop != NULL && should_stop(stop_context)) {
+            snprintf(text, text_size, "stopped");
+            return -2;
+        }
         snprintf(text, text_size, "whisper_full failed on %d samples", count);
         return -1;
     }

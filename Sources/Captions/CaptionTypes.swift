@@ -18,6 +18,8 @@ public enum CaptionError: Error, Sendable, Equatable, CustomStringConvertible {
     case modelMissing(path: String, reason: String)
     /// The engine failed on some audio.
     case recognitionFailed(String)
+    /// The recognition was called off (its `RecognitionStop`) before it ended.
+    case recognitionStopped
     /// The Opus decoder for the stream's audio could not be made.
     case decoderFailed(String)
     /// $CAMAGENT_CAPTIONS_VAD names no voice detection camagent has.
@@ -32,6 +34,7 @@ public enum CaptionError: Error, Sendable, Equatable, CustomStringConvertible {
         case .modelMissing(let path, let reason):
             "the captions model is not available (\(path): \(reason)); scripts/install installs it (scripts/install-captions)"
         case .recognitionFailed(let reason): "speech recognition failed: \(reason)"
+        case .recognitionStopped: "speech recognition was called off"
         case .decoderFailed(let reason): "the stream's audio cannot be decoded for captions: \(reason)"
         case .unknownVoiceDetection(let name):
             "CAMAGENT_CAPTIONS_VAD is \"\(name)\": camagent finds speech with \(VoiceDetection.allCases.map(\.rawValue).joined(separator: " or "))"

@@ -97,14 +97,30 @@ private func run(_ detector: inout UtteranceDetector, _ levels: [Double]) -> [Ut
 /// Says how many samples it was given, so the test sees what each call covered.
 private final class CountingRecognizer: SpeechRecognizer, @unchecked Sendable {
     let calls = PThreadLocked<[Int]>([])
-    func transcribe(_ samples: UnsafeBufferPointer<Float>, final: Bool) throws(CaptionError) -> String {
+    func transcribe(_ samples: UnsafeBufferPointer<Float>, final: Bool, stop: RecognitionStop?) throws(CaptionError) -> String {
         calls.withLock { $0.append(samples.count) }
         return "heard \(samples.count / 1600) tenths"
     }
 }
 
+/// A recognizer whose partials take as long as anyone lets them (up to 10 s):
+/// they end only when called off. Finals are instant.
+private final class StallingRecognizer: SpeechRecognizer, @unchecked Sendable {
+    /// Per call: final or not, and whether it was called off.
+    let calls = PThreadLocked<[(final: Bool, stopped: Bool)]>([])
+    func transcribe(_ samples: UnsafeBufferPointer<Float>, final: Bool, stop: RecognitionStop?) throws(CaptionError) -> String {
+        if !final {
+            for _ in 0..<1000 where stop?.isRequested != true { usleep(10_000) }
+        }
+        let stopped = stop?.isRequested == true
+        calls.withLock { $0.append((final, stopped)) }
+        if stopped { throw .recognitionStopped }
+        return final ? "the final" : "a partial"
+    }
+}
+
 private struct OneRecognizer: SpeechRecognizerFactory {
-    let recognizer: CountingRecognizer
+    let recognizer: any SpeechRecognizer & Sendable
     func makeRecognizer() throws(CaptionError) -> any SpeechRecognizer { recognizer }
 }
 
@@ -215,6 +231,35 @@ private struct MissingEngine: SpeechRecognizerFactory {
         #expect(all == [Caption(text: earlyFinalPauseFrames == nil ? "heard 28 tenths" : "heard 26 tenths", isFinal: true)],
                 "\(all)")
         #expect(captioner.statistics.earlyFinalsDiscarded == (earlyFinalPauseFrames == nil ? 0 : 1))
+    }
+
+    /// Speech ends while a partial is being recognised: the partial is called off
+    /// (it says nothing) and the final is recognised at once, not after it. Meanwhile
+    /// the captioner goes on listening: the audio keeps being decoded.
+    @Test func aPartialUnderWayIsCalledOffForTheFinal() throws {
+        let recognizer = StallingRecognizer()
+        let captions = PThreadLocked<[Caption]>([])
+        let captioner = try StreamCaptioner(streamID: "s", recognizers: OneRecognizer(recognizer: recognizer),
+                                            logger: Logger(label: "test")) { caption in
+            captions.withLock { $0.append(caption) }
+        }
+        defer { captioner.stop() }
+        // 1.6 s of speech between silences: a partial is asked for after a second of it.
+        let pattern = Array(repeating: false, count: 20) + Array(repeating: true, count: 80) + Array(repeating: false, count: 40)
+        for (index, packet) in try packets(pattern).enumerated() {
+            packet.withUnsafeBytes { captioner.receive(opusPayload: $0) }
+            if (index + 1) % 10 == 0 {   // paced: the captioner catches up every 200 ms of audio
+                let sent = Double(index + 1) * 0.02
+                for _ in 0..<200 where captioner.statistics.audioSeconds < sent - 0.001 { usleep(10_000) }
+                // Listening does not wait for the stalled partial (at most 2 s here, 10 s for it).
+                #expect(captioner.statistics.audioSeconds >= sent - 0.001, "the captioner stopped listening at \(sent) s")
+            }
+        }
+        for _ in 0..<200 where captions.withLock({ $0.isEmpty }) { usleep(50_000) }
+        #expect(captions.withLock { $0 } == [Caption(text: "the final", isFinal: true)])
+        let calls = recognizer.calls.withLock { $0 }
+        #expect(calls.count == 2 && calls[0] == (false, true) && calls[1] == (true, false), "\(calls)")
+        #expect(captioner.statistics.partials == 0 && captioner.statistics.finals == 1)
     }
 
     @Test func partialsOffMeansFinalsOnly() throws {

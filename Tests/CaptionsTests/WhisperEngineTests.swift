@@ -44,6 +44,21 @@ import Testing
         #expect(recall(text, Self.sentences[0]) >= 0.6, "heard: \(text)")
     }
 
+    /// A recognition called off gives up (at whisper's first check, after its encoder)
+    /// and says so; the same recognizer then hears the next one in full.
+    @Test func aStoppedRecognitionSaysSo() throws {
+        let recognizer = try WhisperRecognizer(configuration: try WhisperConfiguration())
+        let speech = try speak(Self.sentences[0])
+        let samples = speech.converted(toRate: 16_000, channels: 1).map { Float($0) / 32768 }
+        let stop = RecognitionStop()
+        stop.request()
+        #expect(throws: CaptionError.recognitionStopped) {
+            _ = try samples.withUnsafeBufferPointer { try recognizer.transcribe($0, final: false, stop: stop) }
+        }
+        let text = try samples.withUnsafeBufferPointer { try recognizer.transcribe($0, final: false, stop: RecognitionStop()) }
+        #expect(recall(text, Self.sentences[0]) >= 0.6, "heard: \(text)")
+    }
+
     /// White noise with the RMS of `speech` (a fan, a rush of air: as loud as the voice, not a voice).
     private func noise(likeLevelOf speech: [Float], count: Int) -> [Float] {
         let rms = (speech.reduce(0) { $0 + $1 * $1 } / Float(speech.count)).squareRoot()

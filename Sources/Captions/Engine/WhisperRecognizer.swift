@@ -81,7 +81,9 @@ public struct WhisperConfiguration: Sendable, Equatable {
 /// The bridge library, loaded once per process and kept: its calls.
 final class WhisperLibrary: @unchecked Sendable {   // immutable after init
     typealias Open = @convention(c) (UnsafePointer<CChar>?, Int32, UnsafeMutablePointer<CChar>?, Int) -> UnsafeMutableRawPointer?
+    typealias ShouldStop = @convention(c) (UnsafeMutableRawPointer?) -> Int32
     typealias Transcribe = @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<Float>?, Int32, Int32, Int32,
+                                           ShouldStop?, UnsafeMutableRawPointer?,
                                            UnsafeMutablePointer<CChar>?, Int) -> Int32
     typealias Close = @convention(c) (UnsafeMutableRawPointer?) -> Void
     typealias Version = @convention(c) () -> Int32
@@ -97,7 +99,7 @@ final class WhisperLibrary: @unchecked Sendable {   // immutable after init
     let voiceClose: Close
 
     /// The ABI of CModules/WhisperBridge/whisper_bridge.c this code speaks.
-    static let bridgeVersion: Int32 = 3
+    static let bridgeVersion: Int32 = 4
     /// Loading takes a while under the lock, so callers contend for it: a
     /// pthread mutex, which ThreadSanitizer can follow (see `PThreadLocked`).
     private static let loaded = PThreadLocked<[String: WhisperLibrary]>([:])
@@ -170,12 +172,22 @@ public final class WhisperRecognizer: SpeechRecognizer {
 
     deinit { library.close(engine) }
 
-    public func transcribe(_ samples: UnsafeBufferPointer<Float>, final: Bool) throws(CaptionError) -> String {
+    public func transcribe(_ samples: UnsafeBufferPointer<Float>, final: Bool, stop: RecognitionStop?) throws(CaptionError) -> String {
         let context = Int32(configuration.audioContext(forSamples: samples.count))
         let beam = Int32(final ? configuration.finalBeamSize : 1)
-        let written = text.withUnsafeMutableBufferPointer { buffer in
-            library.transcribe(engine, samples.baseAddress, Int32(samples.count), context, beam, buffer.baseAddress, buffer.count)
+        // whisper asks after its encoder and after each token (every 10-30 ms here); the
+        // stop object outlives the call, so it goes unretained.
+        let shouldStop: WhisperLibrary.ShouldStop? = stop == nil ? nil : { context in
+            Unmanaged<RecognitionStop>.fromOpaque(context!).takeUnretainedValue().isRequested ? 1 : 0
         }
+        let stopContext = stop.map { Unmanaged.passUnretained($0).toOpaque() }
+        let written = withExtendedLifetime(stop) {
+            text.withUnsafeMutableBufferPointer { buffer in
+                library.transcribe(engine, samples.baseAddress, Int32(samples.count), context, beam,
+                                   shouldStop, stopContext, buffer.baseAddress, buffer.count)
+            }
+        }
+        if written == -2 { throw .recognitionStopped }
         guard written >= 0 else { throw .recognitionFailed(Captions.text(text)) }
         return Captions.text(text)
     }
