@@ -285,7 +285,8 @@ let package = Package(
             ]
         ),
         .testTarget(name: "SessionServerTLSTests", dependencies: ["SessionServerTLS"]),
-        .testTarget(name: "SubscriberTests", dependencies: ["Subscriber", "Session", "WHIP", "RTP", "SDP", "Publisher", "AudioDevices", "MediaTypes"]),
+        .testTarget(name: "SubscriberTests", dependencies: ["Subscriber", "Session", "WHIP", "RTP", "SDP", "Publisher", "AudioDevices", "MediaTypes",
+                                                       "Encoders", "PixelConversion", .product(name: "Logging", package: "swift-log")]),
         .testTarget(
             name: "SystemdSupportTests",
             dependencies: ["SystemdSupport", "TestSupport", .product(name: "Logging", package: "swift-log")]

@@ -14,9 +14,11 @@ import Glibc
 /// concealment); decoded media goes to the renderers. NACKs and keyframe
 /// requests go back at once, receiver reports and REMB about once a second.
 ///
-/// Decoding runs on the connection's thread: a 720p VP8 frame takes a few
-/// milliseconds, well within a frame interval; the buffers (slots, frame
-/// bytes, picture, PCM) are allocated once.
+/// Video is decoded and rendered on a thread of its own (`VideoDecoding`), so
+/// that a slow renderer never holds up the packets; audio (an Opus packet
+/// decodes in well under a millisecond, and playback has its own buffer) is
+/// decoded here. The buffers (slots, frame bytes, picture, PCM) are
+/// allocated once.
 final class ReceivedMedia: ReceivedRTPSink, @unchecked Sendable {   // receive state: the connection thread only
     struct Negotiated: Sendable {
         var audioPayloadType: UInt8?
@@ -30,6 +32,8 @@ final class ReceivedMedia: ReceivedRTPSink, @unchecked Sendable {   // receive s
     let localSSRC = UInt32.random(in: 1...UInt32.max)
     private let videoRenderer: (any VideoRenderer)?
     private let audioRenderer: (any AudioRenderer)?
+    private let videoDecoding: VideoDecoding
+    private let videoDecodeThread: StoppableThread
     private let maxBitrate: Int
     private let logger: Logger
     private let onEvent: @Sendable (SubscriberEvent) -> Void
@@ -46,10 +50,9 @@ final class ReceivedMedia: ReceivedRTPSink, @unchecked Sendable {   // receive s
     // The connection thread's state.
     private var negotiated = Negotiated()
     private var jitter: VideoJitterBuffer?
-    private var vp8: VP8Decoder?
-    private var h264: H264Decoder?
-    private var picture = VideoFrame(maxWidth: 1920, maxHeight: 1088)
     private var frameBytes: [UInt8] = []
+    /// Frames dropped because the decode thread had every slot.
+    private var framesDroppedBehindDecoder: UInt64 = 0
     private var opus: OpusDecoder?
     private let pcm: UnsafeMutableBufferPointer<Int16>
     private var lastPacketSamples = 960
@@ -71,13 +74,23 @@ final class ReceivedMedia: ReceivedRTPSink, @unchecked Sendable {   // receive s
         self.maxBitrate = maxBitrate
         self.logger = logger
         self.onEvent = onEvent
+        let published = self.published
+        let decoding = VideoDecoding(renderer: video, logger: logger, onEvent: onEvent) { error in
+            published.withLock { if $0.failure == nil { $0.failure = error } }
+        }
+        videoDecoding = decoding
+        videoDecodeThread = StoppableThread(name: "camagent-decode") { stop in decoding.run(stop) }
+        decoding.wake = videoDecodeThread.signal
         // 120 ms at 48 kHz, stereo: Opus's longest packet.
         pcm = .allocate(capacity: 5760 * 2)
         pcm.initialize(repeating: 0)
         frameBytes.reserveCapacity(1 << 20)
     }
 
-    deinit { pcm.deallocate() }
+    deinit {
+        videoDecodeThread.stop()
+        pcm.deallocate()
+    }
 
     /// A new connection's codecs: the receive state starts over (new SSRCs
     /// and sequence numbers); decoders and renderers carry on.
@@ -88,11 +101,7 @@ final class ReceivedMedia: ReceivedRTPSink, @unchecked Sendable {   // receive s
         videoReception = nil
         audioReception = nil
         do {
-            switch negotiated.videoCodec {
-            case .vp8?: if vp8 == nil { vp8 = try VP8Decoder() }
-            case .h264?: if h264 == nil { h264 = try H264Decoder() }
-            case nil: break
-            }
+            if let codec = negotiated.videoCodec { try videoDecoding.prepare(codec) }
             if negotiated.audioPayloadType != nil, opus == nil {
                 opus = try OpusDecoder(channels: audioRenderer?.channels ?? 1)
             }
@@ -105,7 +114,16 @@ final class ReceivedMedia: ReceivedRTPSink, @unchecked Sendable {   // receive s
     }
 
     var stats: (video: VideoReceiveStats?, audio: AudioReceiveStats?) {
-        published.withLock { ($0.video, $0.audio) }
+        let (video, audio) = published.withLock { ($0.video, $0.audio) }
+        guard var video else { return (nil, audio) }
+        let decoded = videoDecoding.decoded
+        video.framesDecoded = decoded.framesDecoded
+        video.keyframesDecoded = decoded.keyframesDecoded
+        video.decodeErrors = decoded.decodeErrors
+        video.width = decoded.width
+        video.height = decoded.height
+        video.senderToRenderDelay = decoded.senderToRenderDelay
+        return (video, audio)
     }
 
     /// A renderer's failure: the subscriber stops with it.
@@ -114,7 +132,10 @@ final class ReceivedMedia: ReceivedRTPSink, @unchecked Sendable {   // receive s
     /// When the last packet arrived (monotonic seconds; 0: none yet).
     var lastPacketAt: Double { published.withLock { $0.lastPacket } }
 
+    /// The stream is over: the frames handed over are decoded, then the renderers close.
     func finishRenderers() throws(RenderError) {
+        videoDecodeThread.stop()
+        videoDecoding.drain()
         try videoRenderer?.finish()
         try audioRenderer?.finish()
     }
@@ -194,55 +215,22 @@ final class ReceivedMedia: ReceivedRTPSink, @unchecked Sendable {   // receive s
         video.bytesReceived += UInt64(view.payload.count)
         guard jitter != nil else { return }
         let decoding = decodeVideo.load(ordering: .relaxed)
-        if restartVideo.exchange(false, ordering: .relaxed) {
-            jitter?.decodeFailed(now: now, feedback: &requests)   // what follows a gap needs a keyframe
+        // Video turned back on, or a frame that did not decode: what follows needs a keyframe.
+        if restartVideo.exchange(false, ordering: .relaxed) || videoDecoding.takeDecodeFailure() {
+            jitter?.decodeFailed(now: now, feedback: &requests)
         }
         jitter!.insert(view, bytes: packet, now: now, feedback: &requests)
         while let frame = jitter!.nextFrame(into: &frameBytes, now: now, feedback: &requests) {
-            guard decoding else { continue }
-            decode(frame, now: now)
+            guard decoding, let codec = negotiated.videoCodec else { continue }
+            if !videoDecoding.submit(frame, bytes: frameBytes, codec: codec, clock: videoClock) {
+                // The decoder is behind: this frame is lost to it, and the ones after need a keyframe.
+                framesDroppedBehindDecoder += 1
+                jitter?.decodeFailed(now: now, feedback: &requests)
+            }
         }
         let counters = jitter!.counters
-        video.framesDropped = counters.framesDropped
+        video.framesDropped = counters.framesDropped + framesDroppedBehindDecoder
         video.retransmissionsReceived = counters.recovered
-    }
-
-    private func decode(_ frame: VideoJitterBuffer.Frame, now: Double) {
-        if frame.isKeyframe, negotiated.videoCodec == .vp8,
-           let (width, height) = KeyframeInspection.vp8KeyframeSize(frameBytes[...]),
-           VideoFrame.byteCount(of: .nv12(width: width, height: height, framesPerSecond: 0)) > picture.capacity {
-            picture = VideoFrame(maxWidth: width, maxHeight: height)   // a bigger stream: once per size
-        }
-        let previous = (video.width, video.height)
-        // Without a renderer the picture stays in the decoder: no NV12 conversion.
-        let target = videoRenderer == nil ? nil : picture
-        var size: FrameSize?
-        do {
-            size = try frameBytes.withUnsafeBytes { bytes in
-                switch negotiated.videoCodec {
-                case .vp8?: try vp8?.decode(bytes, into: target)
-                case .h264?: try h264?.decode(bytes, into: target)
-                case nil: nil
-                }
-            }
-        } catch {
-            video.decodeErrors += 1
-            logger.debug("video frame \(frame.timestamp) not decoded: \(error)")
-            jitter?.decodeFailed(now: now, feedback: &requests)
-            return
-        }
-        video.framesDecoded += 1
-        if let delay = Self.delay(since: frame.timestamp, clock: videoClock, rate: 90_000) {
-            video.senderToRenderDelay = Self.smoothed(video.senderToRenderDelay, delay)
-        }
-        if frame.isKeyframe { video.keyframesDecoded += 1 }
-        if let size, (size.width, size.height) != previous {
-            video.width = size.width
-            video.height = size.height
-            onEvent(.videoDimensions(width: size.width, height: size.height))
-        }
-        guard let videoRenderer else { return }
-        do { try videoRenderer.render(picture) } catch { fail(error) }
     }
 
     // MARK: Audio
@@ -275,8 +263,8 @@ final class ReceivedMedia: ReceivedRTPSink, @unchecked Sendable {   // receive s
             }
             let n = try packet[view.payload].withUnsafeBytes { bytes in try opus.decode(bytes, into: pcm) }
             lastPacketSamples = n
-            if let delay = Self.delay(since: view.timestamp, clock: audioClock, rate: 48_000) {
-                audio.senderToRenderDelay = Self.smoothed(audio.senderToRenderDelay, delay + (audioRenderer?.latency ?? 0))
+            if let delay = SenderClock.delay(since: view.timestamp, clock: audioClock, rate: 48_000) {
+                audio.senderToRenderDelay = SenderClock.smoothed(audio.senderToRenderDelay, delay + (audioRenderer?.latency ?? 0))
             }
             audio.samplesDecoded += UInt64(n)
             try render(samples: n * opus.channels)
@@ -289,25 +277,6 @@ final class ReceivedMedia: ReceivedRTPSink, @unchecked Sendable {   // receive s
 
     private func render(samples: Int) throws(RenderError) {
         try audioRenderer?.render(UnsafeBufferPointer(rebasing: pcm[0..<samples]))
-    }
-
-    // MARK: A/V sync
-
-    /// Seconds from when the sender stamped `timestamp` (on its wall clock,
-    /// through its last sender report) to now: the delay to render, when the
-    /// clocks agree (one host, or NTP-synced hosts); nil before a report.
-    private static func delay(since timestamp: UInt32, clock: (ntp: Double, rtp: UInt32)?, rate: Double) -> Double? {
-        guard let clock else { return nil }
-        let sent = clock.ntp + Double(Int32(bitPattern: timestamp &- clock.rtp)) / rate
-        var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9 - sent
-    }
-
-    /// A moving average: one late packet does not swing the figure.
-    private static func smoothed(_ previous: Double?, _ sample: Double) -> Double {
-        guard let previous else { return sample }
-        return previous + (sample - previous) / 16
     }
 
     // MARK: Publishing the counters

@@ -1,0 +1,186 @@
+import Encoders
+import Logging
+import MediaTypes
+import RTP
+import Synchronization
+
+/// A subscriber's video decoding and rendering, on a thread of its own. The
+/// connection's thread hands over each whole frame (copied into one of a few
+/// slots, made once and grown only for a bigger frame) and goes back to its
+/// packets, so a slow decoder or renderer (a Y4M file on a busy disk, a
+/// v4l2loopback node whose reader stalls) never holds up receiving, NACKs or
+/// keyframe requests. When every slot is taken the frame is dropped; the
+/// frames after it would not decode without it, so the connection thread
+/// then waits for a keyframe and asks for one.
+final class VideoDecoding: @unchecked Sendable {   // a slot belongs to one side at a time, handed over under `ring`'s lock
+    /// What decoding did: the connection's stats take these from here.
+    struct Decoded: Sendable, Equatable {
+        var framesDecoded: UInt64 = 0
+        var keyframesDecoded: UInt64 = 0
+        var decodeErrors: UInt64 = 0
+        var width = 0
+        var height = 0
+        var senderToRenderDelay: Double?
+    }
+
+    /// Four frames: a few frame intervals of slack for a renderer's hiccup.
+    static let slotCount = 4
+
+    private final class Slot {
+        var bytes: [UInt8] = []
+        var timestamp: UInt32 = 0
+        var isKeyframe = false
+        var codec: VideoJitterBuffer.Codec = .vp8
+        /// The stream's last sender report when the frame was handed over.
+        var clock: (ntp: Double, rtp: UInt32)?
+    }
+
+    private struct Ring {
+        var head = 0
+        var count = 0
+        var decoded = Decoded()
+        var vp8: VP8Decoder?
+        var h264: H264Decoder?
+    }
+
+    private let slots = (0..<slotCount).map { _ in Slot() }
+    private let ring = PThreadLocked(Ring())
+    /// Set by the decode thread when a frame did not decode; the connection thread takes it.
+    private let failed = Atomic<Bool>(false)
+    private let renderer: (any VideoRenderer)?
+    private let logger: Logger
+    private let onEvent: @Sendable (SubscriberEvent) -> Void
+    private let onRenderFailure: @Sendable (RenderError) -> Void
+    /// The decode thread's wake-up (its owner starts it with `run`); set once, before the first frame.
+    nonisolated(unsafe) var wake: StopSignal?
+
+    // The decode thread's state.
+    private var picture = VideoFrame(maxWidth: 1920, maxHeight: 1088)
+
+    init(renderer: (any VideoRenderer)?, logger: Logger, onEvent: @escaping @Sendable (SubscriberEvent) -> Void,
+         onRenderFailure: @escaping @Sendable (RenderError) -> Void) {
+        self.renderer = renderer
+        self.logger = logger
+        self.onEvent = onEvent
+        self.onRenderFailure = onRenderFailure
+    }
+
+    /// Makes the decoder for `codec` if there is none yet (decoders carry on across connections).
+    func prepare(_ codec: VideoJitterBuffer.Codec) throws(CodecError) {
+        let have = ring.withLock { r in codec == .vp8 ? r.vp8 != nil : r.h264 != nil }
+        guard !have else { return }
+        switch codec {
+        case .vp8:
+            let decoder = try VP8Decoder()
+            ring.withLock { $0.vp8 = decoder }
+        case .h264:
+            let decoder = try H264Decoder()
+            ring.withLock { $0.h264 = decoder }
+        }
+    }
+
+    // MARK: The connection thread
+
+    /// Hands over one frame (its bytes are copied); false when every slot is taken.
+    func submit(_ frame: VideoJitterBuffer.Frame, bytes: [UInt8], codec: VideoJitterBuffer.Codec,
+                clock: (ntp: Double, rtp: UInt32)?) -> Bool {
+        guard let index = ring.withLock({ r -> Int? in
+            r.count < Self.slotCount ? (r.head + r.count) % Self.slotCount : nil
+        }) else { return false }
+        // Not counted yet: the decode thread does not look at this slot.
+        let slot = slots[index]
+        slot.bytes.removeAll(keepingCapacity: true)
+        slot.bytes.append(contentsOf: bytes)
+        slot.timestamp = frame.timestamp
+        slot.isKeyframe = frame.isKeyframe
+        slot.codec = codec
+        slot.clock = clock
+        ring.withLock { $0.count += 1 }
+        wake?.wakeUp()
+        return true
+    }
+
+    /// True once after a frame failed to decode: what follows needs a keyframe.
+    func takeDecodeFailure() -> Bool { failed.exchange(false, ordering: .relaxed) }
+
+    var decoded: Decoded { ring.withLock { $0.decoded } }
+
+    /// Once the decode thread has stopped: decodes what it had not yet (the
+    /// stream ended; nothing handed over is lost).
+    func drain() {
+        while decodeNext() {}
+    }
+
+    // MARK: The decode thread
+
+    func run(_ stop: StopSignal) {
+        while !stop.isStopRequested {
+            if !decodeNext() { _ = stop.wait(milliseconds: 200) }
+        }
+    }
+
+    /// Decodes and renders the oldest frame handed over; false when there is none.
+    private func decodeNext() -> Bool {
+        guard let (index, vp8, h264) = ring.withLock({ r -> (Int, VP8Decoder?, H264Decoder?)? in
+            r.count > 0 ? (r.head, r.vp8, r.h264) : nil
+        }) else { return false }
+        let slot = slots[index]
+        var result = decode(slot, vp8: vp8, h264: h264)
+        ring.withLock { r in
+            r.head = (r.head + 1) % Self.slotCount
+            r.count -= 1
+            let previous = (r.decoded.width, r.decoded.height)
+            r.decoded.decodeErrors += result.errors
+            r.decoded.framesDecoded += result.decoded ? 1 : 0
+            r.decoded.keyframesDecoded += result.decoded && slot.isKeyframe ? 1 : 0
+            if let delay = result.delay {
+                r.decoded.senderToRenderDelay = SenderClock.smoothed(r.decoded.senderToRenderDelay, delay)
+            }
+            if let size = result.size, (size.width, size.height) != previous {
+                r.decoded.width = size.width
+                r.decoded.height = size.height
+            } else {
+                result.size = nil
+            }
+        }
+        if let size = result.size { onEvent(.videoDimensions(width: size.width, height: size.height)) }
+        if result.errors > 0 { failed.store(true, ordering: .relaxed) }
+        if result.decoded, let renderer {
+            do { try renderer.render(picture) } catch { onRenderFailure(error) }
+        }
+        return true
+    }
+
+    private struct Outcome {
+        var decoded = false
+        var errors: UInt64 = 0
+        var size: FrameSize?
+        var delay: Double?
+    }
+
+    private func decode(_ slot: Slot, vp8: VP8Decoder?, h264: H264Decoder?) -> Outcome {
+        var outcome = Outcome()
+        if slot.isKeyframe, slot.codec == .vp8,
+           let (width, height) = KeyframeInspection.vp8KeyframeSize(slot.bytes[...]),
+           VideoFrame.byteCount(of: .nv12(width: width, height: height, framesPerSecond: 0)) > picture.capacity {
+            picture = VideoFrame(maxWidth: width, maxHeight: height)   // a bigger stream: once per size
+        }
+        // Without a renderer the picture stays in the decoder: no NV12 conversion.
+        let target = renderer == nil ? nil : picture
+        do {
+            outcome.size = try slot.bytes.withUnsafeBytes { bytes in
+                switch slot.codec {
+                case .vp8: try vp8?.decode(bytes, into: target)
+                case .h264: try h264?.decode(bytes, into: target)
+                }
+            }
+        } catch {
+            outcome.errors = 1
+            logger.debug("video frame \(slot.timestamp) not decoded: \(error)")
+            return outcome
+        }
+        outcome.decoded = true
+        outcome.delay = SenderClock.delay(since: slot.timestamp, clock: slot.clock, rate: 90_000)
+        return outcome
+    }
+}
