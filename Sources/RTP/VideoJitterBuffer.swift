@@ -51,6 +51,13 @@ package struct VideoJitterBuffer {
         package var isKeyframe: Bool
         package var firstSequence: Int64
         package var lastSequence: Int64
+
+        package init(timestamp: UInt32, isKeyframe: Bool, firstSequence: Int64, lastSequence: Int64) {
+            self.timestamp = timestamp
+            self.isKeyframe = isKeyframe
+            self.firstSequence = firstSequence
+            self.lastSequence = lastSequence
+        }
     }
 
     private struct Slot {

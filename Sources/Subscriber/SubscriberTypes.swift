@@ -152,6 +152,9 @@ public struct VideoReceiveStats: Sendable, Equatable, Codable {
     /// Seconds from the sender's capture stamp to the frame's render, by the
     /// sender's reports (moving average; meaningful when the clocks agree).
     public var senderToRenderDelay: Double?
+    /// Seconds each frame waited to play with its audio (lip sync; moving
+    /// average, at most 0.3 s; nil when no audio is played).
+    public var lipSyncHold: Double?
 }
 
 /// What one received audio stream did, since the connection began.

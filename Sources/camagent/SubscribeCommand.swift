@@ -485,6 +485,7 @@ final class SubscriberPrinter: Sendable {
             parts.append("lost \(v.packetsLost)  nack \(v.nacksSent)  pli \(v.keyframeRequestsSent)")
         }
         if let a = s.audio { parts.append("audio \(a.packetsReceived) pkts, concealed \(a.samplesConcealed)") }
+        if let offset = s.avSyncOffset { parts.append("a/v \(Int((offset * 1000).rounded())) ms") }
         status.show(parts.joined(separator: "  "))
     }
 

@@ -66,7 +66,9 @@ struct VideoDecodingTests {
 
     @Test("a renderer that stalls never holds up the packets: frames behind it are dropped, a keyframe is asked for, and decoding resumes at it")
     func aStalledRendererDoesNotStallReceiving() throws {
-        let frames = try packets(count: 20, keyframeAt: 12)
+        let slots = VideoDecoding.slotCount
+        let keyframe = slots + 6
+        let frames = try packets(count: keyframe + 8, keyframeAt: keyframe)
         let renderer = HeldRenderer()
         let media = ReceivedMedia(video: renderer, audio: nil, maxBitrate: 1_000_000, logger: Logger(label: "test")) { _ in }
         try media.configure(ReceivedMedia.Negotiated(videoPayloadType: 96, videoCodec: .vp8, videoCodecName: "VP8"))
@@ -78,32 +80,94 @@ struct VideoDecodingTests {
                 now += 1.0 / 30
             }
         }
-        // The first frame's render is held: 3 or 4 more wait in the slots (4, once the decode
-        // thread has let go of the first one's), the next is dropped, and the jitter buffer
-        // gives up the rest until the keyframe it asks for.
-        feed(0..<12)
+        // The first frame's render is held: the slots fill behind it (all of them once the
+        // decode thread has let go of the first one's, one fewer before), the next frame is
+        // dropped, and the jitter buffer gives up the rest until the keyframe it asks for.
+        feed(0..<keyframe)
         #expect(!renderer.letGo.withLock { $0 } && !renderer.timedOut.withLock { $0 }, "receiving waited for the renderer")
         let pli = feedback.contains { if case .pictureLossIndication = $0 { true } else { false } }
         #expect(pli, "a keyframe is asked for: \(feedback)")
         let dropped = try #require(media.stats.video).framesDropped
-        #expect(dropped >= 7, "frames 5-11 dropped: \(dropped)")
+        #expect(dropped >= UInt64(keyframe - 2 - slots), "frames behind the slots dropped: \(dropped)")
         renderer.release()
-        // Let the decoder catch up, as it would in the 33 ms between live frames (10 s at most).
-        for _ in 0..<1000 where renderer.counters.withLock({ $0.count }) < 4 || media.stats.video?.framesDecoded != UInt64(renderer.counters.withLock { $0.count }) {
+        // Let the decoder catch up, as it would between live frames (10 s at most).
+        for _ in 0..<1000 where renderer.counters.withLock({ $0.count }) < slots || media.stats.video?.framesDecoded != UInt64(renderer.counters.withLock { $0.count }) {
             usleep(10_000)
         }
         // Then live pace: each frame decoded before the next comes.
-        for n in 12..<20 {
+        for n in keyframe..<frames.count {
             let before = media.stats.video?.framesDecoded ?? 0
             feed(n..<n + 1)
             for _ in 0..<1000 where (media.stats.video?.framesDecoded ?? 0) == before { usleep(10_000) }
         }
         try media.finishRenderers()
         let rendered = renderer.counters.withLock { $0 }
-        let held = rendered.prefix { $0 < 12 }.count
-        #expect((4...5).contains(held) && rendered == Array(0..<UInt32(held)) + Array(12..<20), "\(rendered)")
+        let held = rendered.prefix { $0 < UInt32(keyframe) }.count
+        #expect((slots...slots + 1).contains(held) && rendered == Array(0..<UInt32(held)) + Array(UInt32(keyframe)..<UInt32(frames.count)),
+                "\(rendered)")
         let video = try #require(media.stats.video)
-        #expect(video.framesDecoded == UInt64(held + 8) && video.keyframesDecoded == 2 && video.decodeErrors == 0, "\(video)")
+        #expect(video.framesDecoded == UInt64(held + frames.count - keyframe) && video.keyframesDecoded == 2 && video.decodeErrors == 0,
+                "\(video)")
         #expect(video.width == 320 && video.height == 240)
     }
+
+    /// Wall-clock seconds now (the sender's clock, in these tests: one host).
+    private static func wallClock() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+
+    @Test("lip sync: with audio 150 ms behind its sender, each frame waits until it is as late; a far later audio is waited for at most 0.3 s; no audio, no wait")
+    func framesWaitForTheirAudio() throws {
+        let frames = try packets(count: 12, keyframeAt: 0)
+        let renderer = StampingRenderer()
+        let decoding = VideoDecoding(renderer: renderer, logger: Logger(label: "test"), onEvent: { _ in }, onRenderFailure: { _ in })
+        try decoding.prepare(.vp8)
+        let thread = StoppableThread(name: "test-decode") { stop in decoding.run(stop) }
+        decoding.wake = thread.signal
+        defer { thread.stop() }
+        // Whole frames, straight from their packets (one packet each at this size).
+        let bytes = frames.map { rtp in rtp.flatMap { Array($0.dropFirst(12 + 4)) } }
+        // Each frame is handed over as its sender stamps it: its delay starts at 0.
+        func handOver(_ n: Int) -> Double {
+            let sent = Self.wallClock()
+            let frame = VideoJitterBuffer.Frame(timestamp: UInt32(n) * 3000, isKeyframe: n == 0, firstSequence: 0, lastSequence: 0)
+            #expect(decoding.submit(frame, bytes: bytes[n], codec: .vp8, clock: (ntp: sent, rtp: UInt32(n) * 3000)))
+            return sent
+        }
+        func renderedCount() -> Int { renderer.stamps.withLock { $0.count } }
+        func waitForRender(_ count: Int) { for _ in 0..<1000 where renderedCount() < count { usleep(10_000) } }
+
+        decoding.setAudioDelay(0.15)
+        var sent: [Double] = []
+        for n in 0..<4 { sent.append(handOver(n)) }
+        waitForRender(4)
+        decoding.setAudioDelay(5)
+        for n in 4..<8 { sent.append(handOver(n)) }
+        waitForRender(8)
+        decoding.setAudioDelay(nil)
+        for n in 8..<12 { sent.append(handOver(n)) }
+        waitForRender(12)
+        let stamps = renderer.stamps.withLock { $0 }
+        try #require(stamps.count == 12, "\(stamps.count) frames rendered")
+        let delays = zip(stamps, sent).map { $0 - $1 }
+        // Never before its audio (a lower bound: a busy machine only makes it later).
+        #expect(delays[0..<4].allSatisfy { $0 >= 0.149 }, "\(delays)")
+        // Five seconds of audio delay are not waited for: 0.3 s at most (checked loosely).
+        #expect(delays[4..<8].allSatisfy { $0 >= 0.299 && $0 < 4 }, "\(delays)")
+        #expect(try #require(decoding.decoded.lipSyncHold) > 0.1)
+        #expect(decoding.decoded.framesDecoded == 12)
+    }
+}
+
+/// Notes the wall-clock time of each frame it is given.
+private final class StampingRenderer: VideoRenderer, @unchecked Sendable {
+    let stamps = PThreadLocked<[Double]>([])
+    func render(_ frame: VideoFrame) throws(RenderError) {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        stamps.withLock { $0.append(Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9) }
+    }
+    func finish() throws(RenderError) {}
 }

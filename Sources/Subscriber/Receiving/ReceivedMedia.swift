@@ -15,7 +15,8 @@ import Glibc
 /// requests go back at once, receiver reports and REMB about once a second.
 ///
 /// Video is decoded and rendered on a thread of its own (`VideoDecoding`), so
-/// that a slow renderer never holds up the packets; audio (an Opus packet
+/// that a slow renderer never holds up the packets, and held there to play
+/// with its audio (lip sync, from both streams' sender reports); audio (an Opus packet
 /// decodes in well under a millisecond, and playback has its own buffer) is
 /// decoded here. The buffers (slots, frame bytes, picture, PCM) are
 /// allocated once.
@@ -123,6 +124,7 @@ final class ReceivedMedia: ReceivedRTPSink, @unchecked Sendable {   // receive s
         video.width = decoded.width
         video.height = decoded.height
         video.senderToRenderDelay = decoded.senderToRenderDelay
+        video.lipSyncHold = decoded.lipSyncHold
         return (video, audio)
     }
 
@@ -254,7 +256,10 @@ final class ReceivedMedia: ReceivedRTPSink, @unchecked Sendable {   // receive s
             return
         case .play(let count): concealing = count
         }
-        guard decodeAudio.load(ordering: .relaxed) else { return }
+        guard decodeAudio.load(ordering: .relaxed) else {
+            videoDecoding.setAudioDelay(nil)
+            return
+        }
         do {
             for _ in 0..<concealing {
                 let n = try opus.conceal(samplesPerChannel: lastPacketSamples, into: pcm)
@@ -265,6 +270,8 @@ final class ReceivedMedia: ReceivedRTPSink, @unchecked Sendable {   // receive s
             lastPacketSamples = n
             if let delay = SenderClock.delay(since: view.timestamp, clock: audioClock, rate: 48_000) {
                 audio.senderToRenderDelay = SenderClock.smoothed(audio.senderToRenderDelay, delay + (audioRenderer?.latency ?? 0))
+                // Video waits for the audio it goes with, when the audio is played.
+                videoDecoding.setAudioDelay(audioRenderer == nil ? nil : audio.senderToRenderDelay)
             }
             audio.samplesDecoded += UInt64(n)
             try render(samples: n * opus.channels)

@@ -12,6 +12,12 @@ import Synchronization
 /// keyframe requests. When every slot is taken the frame is dropped; the
 /// frames after it would not decode without it, so the connection thread
 /// then waits for a keyframe and asks for one.
+///
+/// Lip sync: the slots are also the video's delay queue. Audio reaches its
+/// listener later than a frame reaches the screen (the sound card's buffer
+/// comes on top of the network); given the audio's delay, each frame waits
+/// in its slot until it is as late, by the sender's clock, as the audio
+/// captured with it, at most `maxSyncHold`.
 final class VideoDecoding: @unchecked Sendable {   // a slot belongs to one side at a time, handed over under `ring`'s lock
     /// What decoding did: the connection's stats take these from here.
     struct Decoded: Sendable, Equatable {
@@ -21,10 +27,23 @@ final class VideoDecoding: @unchecked Sendable {   // a slot belongs to one side
         var width = 0
         var height = 0
         var senderToRenderDelay: Double?
+        /// How long frames waited for their audio (moving average, seconds; nil: no audio to wait for).
+        var lipSyncHold: Double?
     }
 
-    /// Four frames: a few frame intervals of slack for a renderer's hiccup.
-    static let slotCount = 4
+    /// What `decodeNext` did.
+    private enum Step: Equatable {
+        case decoded
+        case empty
+        /// The oldest frame is due in this many seconds (lip sync).
+        case due(in: Double)
+    }
+
+    /// 16 frames: a renderer's hiccup, and `maxSyncHold` of video at 30 fps with room to spare.
+    static let slotCount = 16
+    /// The longest a frame waits for its audio (a longer audio delay is not met in full:
+    /// holding more frames would fill the slots).
+    static let maxSyncHold = 0.3
 
     private final class Slot {
         var bytes: [UInt8] = []
@@ -33,6 +52,8 @@ final class VideoDecoding: @unchecked Sendable {   // a slot belongs to one side
         var codec: VideoJitterBuffer.Codec = .vp8
         /// The stream's last sender report when the frame was handed over.
         var clock: (ntp: Double, rtp: UInt32)?
+        /// When it was handed over (monotonic seconds).
+        var handedOver = 0.0
     }
 
     private struct Ring {
@@ -47,6 +68,8 @@ final class VideoDecoding: @unchecked Sendable {   // a slot belongs to one side
     private let ring = PThreadLocked(Ring())
     /// Set by the decode thread when a frame did not decode; the connection thread takes it.
     private let failed = Atomic<Bool>(false)
+    /// The audio's sender-to-render delay (a Double's bits; 0: no audio to wait for).
+    private let audioDelayBits = Atomic<UInt64>(0)
     private let renderer: (any VideoRenderer)?
     private let logger: Logger
     private let onEvent: @Sendable (SubscriberEvent) -> Void
@@ -95,9 +118,16 @@ final class VideoDecoding: @unchecked Sendable {   // a slot belongs to one side
         slot.isKeyframe = frame.isKeyframe
         slot.codec = codec
         slot.clock = clock
+        slot.handedOver = MonotonicTimestamp.now().seconds
         ring.withLock { $0.count += 1 }
         wake?.wakeUp()
         return true
+    }
+
+    /// The audio played with this video is `seconds` behind its sender (nil: no
+    /// audio is played, frames go as soon as they are decoded).
+    func setAudioDelay(_ seconds: Double?) {
+        audioDelayBits.store((seconds ?? 0).bitPattern, ordering: .relaxed)
     }
 
     /// True once after a frame failed to decode: what follows needs a keyframe.
@@ -108,23 +138,30 @@ final class VideoDecoding: @unchecked Sendable {   // a slot belongs to one side
     /// Once the decode thread has stopped: decodes what it had not yet (the
     /// stream ended; nothing handed over is lost).
     func drain() {
-        while decodeNext() {}
+        while decodeNext(waiting: false) == .decoded {}
     }
 
     // MARK: The decode thread
 
     func run(_ stop: StopSignal) {
         while !stop.isStopRequested {
-            if !decodeNext() { _ = stop.wait(milliseconds: 200) }
+            switch decodeNext(waiting: true) {
+            case .decoded: continue
+            case .empty: _ = stop.wait(milliseconds: 200)
+            case .due(let seconds): _ = stop.wait(milliseconds: Int32(min(200, max(1, seconds * 1000))))
+            }
         }
     }
 
-    /// Decodes and renders the oldest frame handed over; false when there is none.
-    private func decodeNext() -> Bool {
+    /// Decodes and renders the oldest frame handed over, unless (`waiting`) it
+    /// should wait for its audio.
+    private func decodeNext(waiting: Bool) -> Step {
         guard let (index, vp8, h264) = ring.withLock({ r -> (Int, VP8Decoder?, H264Decoder?)? in
             r.count > 0 ? (r.head, r.vp8, r.h264) : nil
-        }) else { return false }
+        }) else { return .empty }
         let slot = slots[index]
+        let hold = syncHold(slot)
+        if waiting, hold.remaining > 0.001 { return .due(in: hold.remaining) }
         var result = decode(slot, vp8: vp8, h264: h264)
         ring.withLock { r in
             r.head = (r.head + 1) % Self.slotCount
@@ -136,6 +173,7 @@ final class VideoDecoding: @unchecked Sendable {   // a slot belongs to one side
             if let delay = result.delay {
                 r.decoded.senderToRenderDelay = SenderClock.smoothed(r.decoded.senderToRenderDelay, delay)
             }
+            if let held = hold.held { r.decoded.lipSyncHold = SenderClock.smoothed(r.decoded.lipSyncHold, held) }
             if let size = result.size, (size.width, size.height) != previous {
                 r.decoded.width = size.width
                 r.decoded.height = size.height
@@ -148,7 +186,19 @@ final class VideoDecoding: @unchecked Sendable {   // a slot belongs to one side
         if result.decoded, let renderer {
             do { try renderer.render(picture) } catch { onRenderFailure(error) }
         }
-        return true
+        return .decoded
+    }
+
+    /// How much longer `slot`'s frame should wait for its audio, and how long it
+    /// will have waited when it goes now (nil: no audio, or no sender report yet).
+    private func syncHold(_ slot: Slot) -> (remaining: Double, held: Double?) {
+        let audioDelay = Double(bitPattern: audioDelayBits.load(ordering: .relaxed))
+        guard audioDelay > 0, let delay = SenderClock.delay(since: slot.timestamp, clock: slot.clock, rate: 90_000) else {
+            return (0, nil)
+        }
+        let now = MonotonicTimestamp.now().seconds
+        let latest = slot.handedOver + Self.maxSyncHold
+        return (max(0, min(audioDelay - delay, latest - now)), now - slot.handedOver)
     }
 
     private struct Outcome {
