@@ -120,7 +120,7 @@ struct VideoDecodingTests {
 
     @Test("lip sync: with audio 150 ms behind its sender, each frame waits until it is as late; a far later audio is waited for at most 0.3 s; no audio, no wait")
     func framesWaitForTheirAudio() throws {
-        let frames = try packets(count: 12, keyframeAt: 0)
+        let frames = try packets(count: 16, keyframeAt: 0)
         let renderer = StampingRenderer()
         let decoding = VideoDecoding(renderer: renderer, logger: Logger(label: "test"), onEvent: { _ in }, onRenderFailure: { _ in })
         try decoding.prepare(.vp8)
@@ -130,10 +130,11 @@ struct VideoDecodingTests {
         // Whole frames, straight from their packets (one packet each at this size).
         let bytes = frames.map { rtp in rtp.flatMap { Array($0.dropFirst(12 + 4)) } }
         // Each frame is handed over as its sender stamps it: its delay starts at 0.
-        func handOver(_ n: Int) -> Double {
+        // `ahead`: the sender's clock is that far ahead of this one.
+        func handOver(_ n: Int, ahead: Double = 0) -> Double {
             let sent = Self.wallClock()
             let frame = VideoJitterBuffer.Frame(timestamp: UInt32(n) * 3000, isKeyframe: n == 0, firstSequence: 0, lastSequence: 0)
-            #expect(decoding.submit(frame, bytes: bytes[n], codec: .vp8, clock: (ntp: sent, rtp: UInt32(n) * 3000)))
+            #expect(decoding.submit(frame, bytes: bytes[n], codec: .vp8, clock: (ntp: sent + ahead, rtp: UInt32(n) * 3000)))
             return sent
         }
         func renderedCount() -> Int { renderer.stamps.withLock { $0.count } }
@@ -149,15 +150,42 @@ struct VideoDecodingTests {
         decoding.setAudioDelay(nil)
         for n in 8..<12 { sent.append(handOver(n)) }
         waitForRender(12)
+        // The sender's clock 0.2 s ahead: both delays come out negative, their difference counts.
+        decoding.setAudioDelay(-0.05)
+        for n in 12..<16 { sent.append(handOver(n, ahead: 0.2)) }
+        waitForRender(16)
         let stamps = renderer.stamps.withLock { $0 }
-        try #require(stamps.count == 12, "\(stamps.count) frames rendered")
+        try #require(stamps.count == 16, "\(stamps.count) frames rendered")
         let delays = zip(stamps, sent).map { $0 - $1 }
         // Never before its audio (a lower bound: a busy machine only makes it later).
         #expect(delays[0..<4].allSatisfy { $0 >= 0.149 }, "\(delays)")
         // Five seconds of audio delay are not waited for: 0.3 s at most (checked loosely).
         #expect(delays[4..<8].allSatisfy { $0 >= 0.299 && $0 < 4 }, "\(delays)")
+        #expect(delays[12..<16].allSatisfy { $0 >= 0.149 }, "\(delays)")
         #expect(try #require(decoding.decoded.lipSyncHold) > 0.1)
-        #expect(decoding.decoded.framesDecoded == 12)
+        #expect(decoding.decoded.framesDecoded == 16)
+    }
+
+    @Test("a frame that does not decode is reported once, with its timestamp; the frames after it are skipped until the next keyframe")
+    func aBadFrameSkipsToTheNextKeyframe() throws {
+        let frames = try packets(count: 8, keyframeAt: 5)
+        let renderer = StampingRenderer()
+        let decoding = VideoDecoding(renderer: renderer, logger: Logger(label: "test"), onEvent: { _ in }, onRenderFailure: { _ in })
+        try decoding.prepare(.vp8)
+        var bytes = frames.map { rtp in rtp.flatMap { Array($0.dropFirst(12 + 4)) } }
+        // Frame 2: a VP8 frame tag that promises more than there is.
+        bytes[2] = [0xff, 0xff, 0xff]
+        for n in 0..<8 {
+            let frame = VideoJitterBuffer.Frame(timestamp: UInt32(n) * 3000, isKeyframe: n == 0 || n == 5, firstSequence: 0, lastSequence: 0)
+            #expect(decoding.submit(frame, bytes: bytes[n], codec: .vp8, clock: nil))
+        }
+        decoding.drain()   // no thread: decoded here, in order
+        let decoded = decoding.decoded
+        #expect(decoded.decodeErrors == 1 && decoded.framesSkipped == 2 && decoded.framesDecoded == 5, "\(decoded)")
+        let failure = decoding.takeDecodeFailure()
+        let again = decoding.takeDecodeFailure()
+        #expect(failure == UInt32(2 * 3000) && again == nil, "\(String(describing: failure)), then \(String(describing: again))")
+        #expect(renderer.stamps.withLock { $0.count } == 5)
     }
 }
 

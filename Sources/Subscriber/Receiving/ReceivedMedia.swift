@@ -54,6 +54,8 @@ final class ReceivedMedia: ReceivedRTPSink, @unchecked Sendable {   // receive s
     private var frameBytes: [UInt8] = []
     /// Frames dropped because the decode thread had every slot.
     private var framesDroppedBehindDecoder: UInt64 = 0
+    /// The RTP timestamp of the last keyframe given to the decode thread.
+    private var lastKeyframeHandedOver: UInt32?
     private var opus: OpusDecoder?
     private let pcm: UnsafeMutableBufferPointer<Int16>
     private var lastPacketSamples = 960
@@ -101,6 +103,9 @@ final class ReceivedMedia: ReceivedRTPSink, @unchecked Sendable {   // receive s
         playout.reset()
         videoReception = nil
         audioReception = nil
+        videoClock = nil
+        audioClock = nil
+        videoDecoding.setAudioDelay(nil)
         do {
             if let codec = negotiated.videoCodec { try videoDecoding.prepare(codec) }
             if negotiated.audioPayloadType != nil, opus == nil {
@@ -123,6 +128,7 @@ final class ReceivedMedia: ReceivedRTPSink, @unchecked Sendable {   // receive s
         video.decodeErrors = decoded.decodeErrors
         video.width = decoded.width
         video.height = decoded.height
+        video.framesDropped += decoded.framesSkipped
         video.senderToRenderDelay = decoded.senderToRenderDelay
         video.lipSyncHold = decoded.lipSyncHold
         return (video, audio)
@@ -209,6 +215,8 @@ final class ReceivedMedia: ReceivedRTPSink, @unchecked Sendable {   // receive s
             videoReception = ReceptionCounter(ssrc: view.ssrc, firstSequence: view.sequenceNumber)
             video.ssrc = view.ssrc
             video.sender = nil
+            videoClock = nil   // a new timeline: the old report does not place it
+            lastKeyframeHandedOver = nil
             if let codec = negotiated.videoCodec { jitter = VideoJitterBuffer(codec: codec) }
         }
         videoReception?.count(sequence: view.sequenceNumber)
@@ -217,14 +225,22 @@ final class ReceivedMedia: ReceivedRTPSink, @unchecked Sendable {   // receive s
         video.bytesReceived += UInt64(view.payload.count)
         guard jitter != nil else { return }
         let decoding = decodeVideo.load(ordering: .relaxed)
-        // Video turned back on, or a frame that did not decode: what follows needs a keyframe.
-        if restartVideo.exchange(false, ordering: .relaxed) || videoDecoding.takeDecodeFailure() {
+        // Video turned back on, or a frame that did not decode (unless a keyframe has been
+        // handed over since): what follows needs a keyframe.
+        let restart = restartVideo.exchange(false, ordering: .relaxed)
+        var failed = false
+        if let timestamp = videoDecoding.takeDecodeFailure() {
+            failed = lastKeyframeHandedOver.map { Int32(bitPattern: $0 &- timestamp) <= 0 } ?? true
+        }
+        if restart || failed {
             jitter?.decodeFailed(now: now, feedback: &requests)
         }
         jitter!.insert(view, bytes: packet, now: now, feedback: &requests)
         while let frame = jitter!.nextFrame(into: &frameBytes, now: now, feedback: &requests) {
             guard decoding, let codec = negotiated.videoCodec else { continue }
-            if !videoDecoding.submit(frame, bytes: frameBytes, codec: codec, clock: videoClock) {
+            if videoDecoding.submit(frame, bytes: frameBytes, codec: codec, clock: videoClock) {
+                if frame.isKeyframe { lastKeyframeHandedOver = frame.timestamp }
+            } else {
                 // The decoder is behind: this frame is lost to it, and the ones after need a keyframe.
                 framesDroppedBehindDecoder += 1
                 jitter?.decodeFailed(now: now, feedback: &requests)
@@ -242,6 +258,8 @@ final class ReceivedMedia: ReceivedRTPSink, @unchecked Sendable {   // receive s
             audioReception = ReceptionCounter(ssrc: view.ssrc, firstSequence: view.sequenceNumber)
             audio.ssrc = view.ssrc
             audio.sender = nil
+            audioClock = nil
+            videoDecoding.setAudioDelay(nil)
             playout.reset()
         }
         audioReception?.count(sequence: view.sequenceNumber)

@@ -27,6 +27,8 @@ final class VideoDecoding: @unchecked Sendable {   // a slot belongs to one side
         var width = 0
         var height = 0
         var senderToRenderDelay: Double?
+        /// Frames skipped after one that did not decode, until a keyframe (they would not decode either).
+        var framesSkipped: UInt64 = 0
         /// How long frames waited for their audio (moving average, seconds; nil: no audio to wait for).
         var lipSyncHold: Double?
     }
@@ -66,10 +68,15 @@ final class VideoDecoding: @unchecked Sendable {   // a slot belongs to one side
 
     private let slots = (0..<slotCount).map { _ in Slot() }
     private let ring = PThreadLocked(Ring())
-    /// Set by the decode thread when a frame did not decode; the connection thread takes it.
-    private let failed = Atomic<Bool>(false)
-    /// The audio's sender-to-render delay (a Double's bits; 0: no audio to wait for).
-    private let audioDelayBits = Atomic<UInt64>(0)
+    /// Set by the decode thread when a frame did not decode: 1 << 32 | its RTP
+    /// timestamp (0: none). The connection thread takes it.
+    private let failedFrame = Atomic<UInt64>(0)
+    /// The audio's sender-to-render delay (a Double's bits; NaN: no audio to
+    /// wait for), and when it was last said (monotonic seconds, a Double's bits).
+    private let audioDelayBits = Atomic<UInt64>(Double.nan.bitPattern)
+    private let audioDelayAtBits = Atomic<UInt64>(0)
+    /// An audio delay older than this is not waited for (the audio stopped).
+    static let audioDelayLifetime = 1.0
     private let renderer: (any VideoRenderer)?
     private let logger: Logger
     private let onEvent: @Sendable (SubscriberEvent) -> Void
@@ -79,6 +86,8 @@ final class VideoDecoding: @unchecked Sendable {   // a slot belongs to one side
 
     // The decode thread's state.
     private var picture = VideoFrame(maxWidth: 1920, maxHeight: 1088)
+    /// A frame did not decode: the ones after it are skipped until a keyframe.
+    private var awaitingKeyframe = false
 
     init(renderer: (any VideoRenderer)?, logger: Logger, onEvent: @escaping @Sendable (SubscriberEvent) -> Void,
          onRenderFailure: @escaping @Sendable (RenderError) -> Void) {
@@ -127,11 +136,15 @@ final class VideoDecoding: @unchecked Sendable {   // a slot belongs to one side
     /// The audio played with this video is `seconds` behind its sender (nil: no
     /// audio is played, frames go as soon as they are decoded).
     func setAudioDelay(_ seconds: Double?) {
-        audioDelayBits.store((seconds ?? 0).bitPattern, ordering: .relaxed)
+        audioDelayAtBits.store(MonotonicTimestamp.now().seconds.bitPattern, ordering: .relaxed)
+        audioDelayBits.store((seconds ?? .nan).bitPattern, ordering: .relaxed)
     }
 
-    /// True once after a frame failed to decode: what follows needs a keyframe.
-    func takeDecodeFailure() -> Bool { failed.exchange(false, ordering: .relaxed) }
+    /// The RTP timestamp of a frame that did not decode, once: what follows it needs a keyframe.
+    func takeDecodeFailure() -> UInt32? {
+        let taken = failedFrame.exchange(0, ordering: .relaxed)
+        return taken == 0 ? nil : UInt32(truncatingIfNeeded: taken)
+    }
 
     var decoded: Decoded { ring.withLock { $0.decoded } }
 
@@ -156,16 +169,21 @@ final class VideoDecoding: @unchecked Sendable {   // a slot belongs to one side
     /// Decodes and renders the oldest frame handed over, unless (`waiting`) it
     /// should wait for its audio.
     private func decodeNext(waiting: Bool) -> Step {
-        guard let (index, vp8, h264) = ring.withLock({ r -> (Int, VP8Decoder?, H264Decoder?)? in
-            r.count > 0 ? (r.head, r.vp8, r.h264) : nil
+        guard let (index, queued, vp8, h264) = ring.withLock({ r -> (Int, Int, VP8Decoder?, H264Decoder?)? in
+            r.count > 0 ? (r.head, r.count, r.vp8, r.h264) : nil
         }) else { return .empty }
         let slot = slots[index]
-        let hold = syncHold(slot)
+        // Half the slots taken: the frames go, whatever the audio (holding more would
+        // fill them, and a full ring drops frames).
+        let hold = queued < Self.slotCount / 2 ? syncHold(slot) : (remaining: 0, held: nil)
         if waiting, hold.remaining > 0.001 { return .due(in: hold.remaining) }
-        var result = decode(slot, vp8: vp8, h264: h264)
+        let skipped = awaitingKeyframe && !slot.isKeyframe
+        var result = skipped ? Outcome() : decode(slot, vp8: vp8, h264: h264)
+        if result.errors > 0 { awaitingKeyframe = true } else if result.decoded && slot.isKeyframe { awaitingKeyframe = false }
         ring.withLock { r in
             r.head = (r.head + 1) % Self.slotCount
             r.count -= 1
+            r.decoded.framesSkipped += skipped ? 1 : 0
             let previous = (r.decoded.width, r.decoded.height)
             r.decoded.decodeErrors += result.errors
             r.decoded.framesDecoded += result.decoded ? 1 : 0
@@ -182,7 +200,7 @@ final class VideoDecoding: @unchecked Sendable {   // a slot belongs to one side
             }
         }
         if let size = result.size { onEvent(.videoDimensions(width: size.width, height: size.height)) }
-        if result.errors > 0 { failed.store(true, ordering: .relaxed) }
+        if result.errors > 0 { failedFrame.store(1 << 32 | UInt64(slot.timestamp), ordering: .relaxed) }
         if result.decoded, let renderer {
             do { try renderer.render(picture) } catch { onRenderFailure(error) }
         }
@@ -193,10 +211,12 @@ final class VideoDecoding: @unchecked Sendable {   // a slot belongs to one side
     /// will have waited when it goes now (nil: no audio, or no sender report yet).
     private func syncHold(_ slot: Slot) -> (remaining: Double, held: Double?) {
         let audioDelay = Double(bitPattern: audioDelayBits.load(ordering: .relaxed))
-        guard audioDelay > 0, let delay = SenderClock.delay(since: slot.timestamp, clock: slot.clock, rate: 90_000) else {
+        let now = MonotonicTimestamp.now().seconds
+        // NaN: no audio; a delay may be negative (the sender's clock ahead of ours): only the difference counts.
+        guard !audioDelay.isNaN, now - Double(bitPattern: audioDelayAtBits.load(ordering: .relaxed)) < Self.audioDelayLifetime,
+              let delay = SenderClock.delay(since: slot.timestamp, clock: slot.clock, rate: 90_000) else {
             return (0, nil)
         }
-        let now = MonotonicTimestamp.now().seconds
         let latest = slot.handedOver + Self.maxSyncHold
         return (max(0, min(audioDelay - delay, latest - now)), now - slot.handedOver)
     }
@@ -220,8 +240,12 @@ final class VideoDecoding: @unchecked Sendable {   // a slot belongs to one side
         do {
             outcome.size = try slot.bytes.withUnsafeBytes { bytes in
                 switch slot.codec {
-                case .vp8: try vp8?.decode(bytes, into: target)
-                case .h264: try h264?.decode(bytes, into: target)
+                case .vp8:
+                    guard let vp8 else { throw CodecError.decodeFailed(codec: "VP8", reason: "no decoder") }
+                    return try vp8.decode(bytes, into: target)
+                case .h264:
+                    guard let h264 else { throw CodecError.decodeFailed(codec: "H.264", reason: "no decoder") }
+                    return try h264.decode(bytes, into: target)
                 }
             }
         } catch {
