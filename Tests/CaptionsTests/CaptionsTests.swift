@@ -92,6 +92,22 @@ private func run(_ detector: inout UtteranceDetector, _ levels: [Double]) -> [Ut
         #expect(TranscriptCleanup.clean("[BLANK_AUDIO]") == "")
         #expect(TranscriptCleanup.clean(" (upbeat music) the door *coughs* opens") == "the door opens")
     }
+
+    /// A final seen in CI: the tiny model said the sentence twice.
+    @Test func aRepetitionLoopIsSaidOnce() {
+        let once = "The camera on the front door records every visitor after dark."
+        #expect(TranscriptCleanup.clean("\(once) \(once)") == once)
+        #expect(TranscriptCleanup.clean("\(once) \(once) The camera on the") == once)
+        #expect(TranscriptCleanup.clean("Yes. \(once) the camera on the front door records") == "Yes. \(once)")
+        // Case and punctuation do not hide a loop; what follows it stays.
+        #expect(TranscriptCleanup.clean("open the back door, Open the back door then leave") == "open the back door, then leave")
+    }
+
+    @Test func shortRepeatsAreSpeech() {
+        #expect(TranscriptCleanup.clean("no no no") == "no no no")
+        #expect(TranscriptCleanup.clean("I think I think so") == "I think I think so")
+        #expect(TranscriptCleanup.clean("one two three, one two three four") == "one two three, one two three four")
+    }
 }
 
 /// Says how many samples it was given, so the test sees what each call covered.

@@ -168,7 +168,8 @@ def test_publish_captions_show_on_its_own_session_page(net, workdir):
                    "final caption of the last sentence", timeout=spoken.duration + 60, context=embedded.log)
     captions = subscriber_captions(subscriber)
     wer = caption_wer(spoken, captions)
-    assert wer <= MAX_WER, (wer, captions)
+    assert wer <= MAX_WER, (f"WER {wer:.3f} > {MAX_WER}: heard {[c['text'] for c in captions if c.get('isFinal')]}, "
+                            f"spoken {[s['text'] for s in spoken.sentences]}")
     assert {c["streamId"] for c in captions} == {embedded.stream}, captions
 
     browser.wait(timeout=spoken.duration + 150)
