@@ -25,6 +25,17 @@ public struct EncodedVideoFrame {
     public var isKeyframe: Bool
     /// 90 kHz units since the encoder's first frame.
     public var timestamp90kHz: Int64
+    /// Its temporal layer: 0, the base every other frame refers to; 1, a
+    /// frame nothing refers to, which a forwarder may leave out to halve the
+    /// frame rate (VP8 with `temporalLayers` 2). Always 0 for H.264.
+    public var temporalLayer: UInt8 = 0
+
+    public init(bytes: UnsafeRawBufferPointer, isKeyframe: Bool, timestamp90kHz: Int64, temporalLayer: UInt8 = 0) {
+        self.bytes = bytes
+        self.isKeyframe = isKeyframe
+        self.timestamp90kHz = timestamp90kHz
+        self.temporalLayer = temporalLayer
+    }
 }
 
 /// VP8 through libvpx with real-time settings: no lookahead, CBR, error
@@ -38,6 +49,14 @@ public final class VP8Encoder {
     public private(set) var bitrateKbps: Int
     /// libvpx's encoding threads (g_threads).
     public let threads: Int
+    /// 1, or 2: every other frame is then a layer-1 frame that updates no
+    /// reference and no probability, so a router can drop those for a
+    /// subscriber that asked for a lower frame rate (preferredFrameRate) and
+    /// what is left still decodes. Costs a few per cent of bitrate: a layer-1
+    /// frame predicts from two frames back, and the next base frame from it too.
+    public let temporalLayers: Int
+    /// Frames encoded since the pattern (base, upper, base, …) last started.
+    private var patternIndex = 0
     private var context = vpx_codec_ctx_t()
     private var config = vpx_codec_enc_cfg_t()
     private var image = vpx_image_t()
@@ -46,8 +65,10 @@ public final class VP8Encoder {
     private var lastPTS: Int64 = -1
 
     /// `threads` nil: `threadCount(for:processors:)` on the processors this process may use.
-    public init(size: FrameSize, framesPerSecond: Double, bitrateKbps: Int, threads: Int? = nil) throws(CodecError) {
+    public init(size: FrameSize, framesPerSecond: Double, bitrateKbps: Int, threads: Int? = nil,
+                temporalLayers: Int = 1) throws(CodecError) {
         self.size = size
+        self.temporalLayers = min(max(temporalLayers, 1), 2)
         self.framesPerSecond = framesPerSecond
         self.bitrateKbps = bitrateKbps
         self.threads = max(1, threads ?? Self.threadCount(for: size, processors: Processors.usable))
@@ -135,7 +156,11 @@ public final class VP8Encoder {
         if pts <= lastPTS { pts = lastPTS + 1 }   // libvpx needs increasing pts
         lastPTS = pts
         let duration = UInt(90_000 / max(framesPerSecond, 1))
-        let flags: vpx_enc_frame_flags_t = forceKeyframe ? CVPX_FORCE_KEYFRAME : 0
+        var flags: vpx_enc_frame_flags_t = forceKeyframe ? CVPX_FORCE_KEYFRAME : 0
+        if forceKeyframe { patternIndex = 0 }
+        let layer: UInt8 = temporalLayers == 2 && patternIndex % 2 == 1 ? 1 : 0
+        if layer == 1 { flags |= Self.upperLayerFlags }
+        patternIndex += 1
         let status = vpx_codec_encode(&context, &image, pts, duration, flags, UInt(CVPX_DEADLINE_REALTIME))
         guard status == VPX_CODEC_OK else {
             throw .encodeFailed(codec: "VP8", reason: String(cString: vpx_codec_err_to_string(status)))
@@ -144,10 +169,20 @@ public final class VP8Encoder {
         while let packet = vpx_codec_get_cx_data(&context, &iterator) {
             guard packet.pointee.kind == VPX_CODEC_CX_FRAME_PKT else { continue }
             let f = packet.pointee.data.frame
-            output(EncodedVideoFrame(bytes: UnsafeRawBufferPointer(start: f.buf, count: f.sz),
-                                     isKeyframe: f.flags & UInt32(VPX_FRAME_IS_KEY) != 0, timestamp90kHz: f.pts))
+            let isKeyframe = f.flags & UInt32(VPX_FRAME_IS_KEY) != 0
+            // A keyframe (libvpx may make one on its own) refreshes every reference:
+            // it is a base frame whatever was asked, and the pattern starts again.
+            if isKeyframe { patternIndex = 1 }
+            output(EncodedVideoFrame(bytes: UnsafeRawBufferPointer(start: f.buf, count: f.sz), isKeyframe: isKeyframe,
+                                     timestamp90kHz: f.pts, temporalLayer: isKeyframe ? 0 : layer))
         }
     }
+
+    /// A layer-1 frame: it refers to the base frames' references and updates
+    /// none of them, nor the entropy state, so leaving it out changes nothing
+    /// for the frames after it.
+    private static let upperLayerFlags = vpx_enc_frame_flags_t(
+        VP8_EFLAG_NO_UPD_LAST | VP8_EFLAG_NO_UPD_GF | VP8_EFLAG_NO_UPD_ARF | VP8_EFLAG_NO_UPD_ENTROPY)
 }
 
 /// VP8 decoding into NV12 frames: how the tests (and subscribers) look at

@@ -29,6 +29,8 @@ final class VideoPipeline: VideoCaptureConsumer, @unchecked Sendable {   // enco
     }
 
     private let hub: MediaHub
+    /// VP8's temporal layers (1 or 2).
+    private let temporalLayers: Int
     private let logger: Logger
     private let onError: @Sendable (PublisherError) -> Void
     private let onCaptureEvent: @Sendable (CaptureEvent) -> Void
@@ -54,11 +56,12 @@ final class VideoPipeline: VideoCaptureConsumer, @unchecked Sendable {   // enco
     private var rotator: PixelRotator?
     private var reportedSize: FrameSize?
 
-    init(hub: MediaHub, codec: VideoCodec, framesPerSecond: Double, logger: Logger,
+    init(hub: MediaHub, codec: VideoCodec, framesPerSecond: Double, temporalLayers: Int = 1, logger: Logger,
          onError: @escaping @Sendable (PublisherError) -> Void,
          onEncodedSize: @escaping @Sendable (FrameSize) -> Void = { _ in },
          onCaptureEvent: @escaping @Sendable (CaptureEvent) -> Void = { _ in }) {
         self.hub = hub
+        self.temporalLayers = temporalLayers
         self.logger = logger
         self.onError = onError
         self.onEncodedSize = onEncodedSize
@@ -128,7 +131,8 @@ final class VideoPipeline: VideoCaptureConsumer, @unchecked Sendable {   // enco
             case .vp8:
                 try encode(picture, with: &vp8, payloader: &vp8Payloader, size: size, target: plan.bitrate,
                            keyframe: plan.keyframe, timestamp: timestamp, orientation: orientationByte) { () throws(CodecError) in
-                    try VP8Encoder(size: size, framesPerSecond: fps, bitrateKbps: plan.bitrate / 1000)
+                    try VP8Encoder(size: size, framesPerSecond: fps, bitrateKbps: plan.bitrate / 1000,
+                                   temporalLayers: temporalLayers)
                 }
             case .h264:
                 try encode(picture, with: &h264, payloader: &h264Payloader, size: size, target: plan.bitrate,
@@ -195,8 +199,10 @@ final class VideoPipeline: VideoCaptureConsumer, @unchecked Sendable {   // enco
         guard let encoder else { return }
         if abs(encoder.bitrateKbps - target / 1000) * 20 > encoder.bitrateKbps { try encoder.setBitrate(kbps: target / 1000) }
         try encoder.encode(frame, forceKeyframe: keyframe) { encoded in
-            batch.fill(encoded.bytes, payloader: &payloader, maxPayloadSize: MediaSenders.maxPayloadSize)
-            hub.send(batch, kind: .video, rtpTimestamp: timestamp, isKeyframe: encoded.isKeyframe, orientation: orientation)
+            let layer = encoder.temporalLayers > 1 ? encoded.temporalLayer : nil
+            batch.fill(encoded.bytes, payloader: &payloader, maxPayloadSize: MediaSenders.maxPayloadSize, temporalLayer: layer)
+            hub.send(batch, kind: .video, rtpTimestamp: timestamp, isKeyframe: encoded.isKeyframe, orientation: orientation,
+                     temporalLayer: layer ?? 0)
         }
     }
 }
@@ -207,12 +213,18 @@ protocol VideoFrameEncoder: AnyObject {
     static var codecName: String { get }
     var size: FrameSize { get }
     var bitrateKbps: Int { get }
+    /// 1, or 2 when every other frame may be left out (VP8 only).
+    var temporalLayers: Int { get }
     func setBitrate(kbps: Int) throws(CodecError)
     func encode(_ frame: VideoFrame, forceKeyframe: Bool, _ output: (EncodedVideoFrame) -> Void) throws(CodecError)
 }
 
 extension VP8Encoder: VideoFrameEncoder { static var codecName: String { "VP8" } }
-extension H264Encoder: VideoFrameEncoder { static var codecName: String { "H.264" } }
+extension H264Encoder: VideoFrameEncoder {
+    static var codecName: String { "H.264" }
+    /// RFC 6184 has no place for a frame's layer: one layer.
+    var temporalLayers: Int { 1 }
+}
 
 /// Encodes captured audio into 20 ms Opus packets on the audio thread, once
 /// for every connection and only while someone receives audio. RTP

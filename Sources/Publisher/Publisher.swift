@@ -99,7 +99,7 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
         if let video {
             let fps = video.captureSettings?.grantedFramesPerSecond ?? 30
             let pipeline = VideoPipeline(hub: hub, codec: settings.codecPreference.first ?? .vp8, framesPerSecond: fps,
-                                         logger: logger, onError: report,
+                                         temporalLayers: settings.videoTemporalLayers, logger: logger, onError: report,
                                          onEncodedSize: { [weak self] size in
                                              self?.onEvent(.videoDimensions(width: size.width, height: size.height))
                                          }) { [weak self] event in self?.videoEvent(event) }
@@ -225,6 +225,15 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
     @discardableResult
     public func setViewerMedia(id: String, audio: Bool, video: Bool) -> Bool {
         viewers.setMedia(id: id, audio: audio, video: video)
+    }
+
+    /// One viewer's preferred frame rate (a session subscriber's
+    /// preferredFrameRate; nil: every frame): below the full rate it gets
+    /// the base temporal layer, half the frames (`videoTemporalLayers`).
+    /// False when there is no such viewer.
+    @discardableResult
+    public func setViewerFrameRate(id: String, _ rate: Double?) -> Bool {
+        viewers.setPreferredFrameRate(id: id, rate)
     }
 
     /// Viewers whose connection is up.

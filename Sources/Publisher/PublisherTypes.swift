@@ -40,6 +40,10 @@ public struct PublisherSettings: Sendable {
     /// the WHIP server and accept it from viewers, so a rotation travels as
     /// metadata; peers without it get pixels turned before encoding.
     public var offerVideoOrientation = true
+    /// VP8 in two temporal layers (every other frame may be left out), so a
+    /// router or this publisher's session can send a subscriber that asked
+    /// for a lower frame rate (preferredFrameRate) half the frames; 1: one layer.
+    public var videoTemporalLayers = 2
 
     public init() {}
 }

@@ -194,6 +194,15 @@ final class ViewerSessions: Sendable {
         return true
     }
 
+    /// A viewer's preferred frame rate (a subscriber's preferredFrameRate;
+    /// nil: every frame). False when there is no such viewer.
+    @discardableResult
+    func setPreferredFrameRate(id: String, _ rate: Double?) -> Bool {
+        guard let session = sessions.withLock({ $0[id] }) else { return false }
+        session.media.setPreferredFrameRate(rate)
+        return true
+    }
+
     /// Sends a viewer what it negotiated, wants, and (under audio fallback) can take.
     private func apply(_ session: Session) {
         var kinds = session.negotiated.intersection(session.wanted.kinds.withLock { $0 })

@@ -13,6 +13,9 @@ public struct VP8PayloadDescriptor: Hashable, Sendable {
     public var partitionIndex: UInt8
     public var nonReference: Bool
     public var pictureID: UInt16?
+    /// TL0PICIDX and TID, when the sender makes temporal layers.
+    public var tl0PictureIndex: UInt8?
+    public var temporalLayer: UInt8?
     /// Where the VP8 data starts in the payload.
     public var headerSize: Int
 
@@ -24,6 +27,8 @@ public struct VP8PayloadDescriptor: Hashable, Sendable {
         nonReference = first & 0x20 != 0
         partitionIndex = first & 0x07
         pictureID = nil
+        tl0PictureIndex = nil
+        temporalLayer = nil
         i += 1
         if first & 0x80 != 0 {
             guard i < payload.endIndex else { throw .truncated }
@@ -40,8 +45,16 @@ public struct VP8PayloadDescriptor: Hashable, Sendable {
                     i += 1
                 }
             }
-            if x & 0x40 != 0 { i += 1 }                 // L: TL0PICIDX
-            if x & 0x20 != 0 || x & 0x10 != 0 { i += 1 } // T or K: TID/Y/KEYIDX
+            if x & 0x40 != 0 {                          // L: TL0PICIDX
+                guard i < payload.endIndex else { throw .truncated }
+                tl0PictureIndex = payload[i]
+                i += 1
+            }
+            if x & 0x20 != 0 || x & 0x10 != 0 {         // T or K: TID/Y/KEYIDX
+                guard i < payload.endIndex else { throw .truncated }
+                if x & 0x20 != 0 { temporalLayer = payload[i] >> 6 }
+                i += 1
+            }
         }
         guard i <= payload.endIndex else { throw .truncated }
         headerSize = i - payload.startIndex

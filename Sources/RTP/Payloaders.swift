@@ -10,6 +10,17 @@ import WireFormat
 public protocol RTPPayloader {
     mutating func packetize(_ frame: UnsafeRawBufferPointer, maxPayloadSize: Int,
                             packet: (_ isLast: Bool, _ appendPayload: (inout [UInt8]) -> Void) -> Void)
+    /// The same for a frame of a temporal layer (nil: the encoder makes none);
+    /// formats with no place for the layer ignore it.
+    mutating func packetize(_ frame: UnsafeRawBufferPointer, temporalLayer: UInt8?, maxPayloadSize: Int,
+                            packet: (_ isLast: Bool, _ appendPayload: (inout [UInt8]) -> Void) -> Void)
+}
+
+extension RTPPayloader {
+    public mutating func packetize(_ frame: UnsafeRawBufferPointer, temporalLayer: UInt8?, maxPayloadSize: Int,
+                                   packet: (_ isLast: Bool, _ appendPayload: (inout [UInt8]) -> Void) -> Void) {
+        packetize(frame, maxPayloadSize: maxPayloadSize, packet: packet)
+    }
 }
 
 extension Array where Element == UInt8 {
@@ -18,31 +29,55 @@ extension Array where Element == UInt8 {
     }
 }
 
-/// VP8 (RFC 7741): a 4-byte payload descriptor — X=1, S on the first packet
-/// of a frame, partition index 0, and a 15-bit PictureID that the receiver
-/// uses to spot lost frames — then a slice of the frame.
+/// VP8 (RFC 7741): a payload descriptor — X=1, S on the first packet of a
+/// frame, partition index 0, and a 15-bit PictureID that the receiver uses to
+/// spot lost frames; with temporal layers also TL0PICIDX and the frame's
+/// layer (TID), so a receiver that misses upper-layer frames knows it lost
+/// nothing it needs — then a slice of the frame.
 public struct VP8Payloader: RTPPayloader {
     public private(set) var pictureID: UInt16
+    /// Counts base-layer frames; each frame carries the one it refers to.
+    public private(set) var tl0PictureIndex: UInt8
     static let descriptorSize = 4
+    static let layeredDescriptorSize = 6
 
-    public init(firstPictureID: UInt16 = 0) {
+    public init(firstPictureID: UInt16 = 0, firstTL0PictureIndex: UInt8 = 0) {
         pictureID = firstPictureID & 0x7fff
+        tl0PictureIndex = firstTL0PictureIndex
     }
 
     public mutating func packetize(_ frame: UnsafeRawBufferPointer, maxPayloadSize: Int,
                                    packet: (Bool, (inout [UInt8]) -> Void) -> Void) {
-        let room = maxPayloadSize - Self.descriptorSize
+        packetize(frame, temporalLayer: nil, maxPayloadSize: maxPayloadSize, packet: packet)
+    }
+
+    /// `temporalLayer` nil: the encoder makes no layers (4-byte descriptor).
+    public mutating func packetize(_ frame: UnsafeRawBufferPointer, temporalLayer: UInt8?, maxPayloadSize: Int,
+                                   packet: (Bool, (inout [UInt8]) -> Void) -> Void) {
+        let room = maxPayloadSize - (temporalLayer == nil ? Self.descriptorSize : Self.layeredDescriptorSize)
         precondition(room > 0, "payload size too small for the VP8 descriptor")
         let id = pictureID
+        if temporalLayer == 0 { tl0PictureIndex &+= 1 }
+        let tl0 = tl0PictureIndex
+        // N: an upper-layer frame is no reference (VP8Encoder makes it so).
+        let nonReference: UInt8 = (temporalLayer ?? 0) > 0 ? 0x20 : 0
         var start = 0
         repeat {
             let end = min(start + room, frame.count)
             let first = start == 0
             packet(end == frame.count) { out in
-                out.append(first ? 0x90 : 0x80)          // X=1, S=first, PID=0
-                out.append(0x80)                         // I=1: PictureID present
-                out.append(0x80 | UInt8(id >> 8))        // M=1: 15-bit PictureID
-                out.append(UInt8(id & 0xff))
+                out.append((first ? 0x90 : 0x80) | nonReference)   // X=1, N, S=first, PID=0
+                if let layer = temporalLayer {
+                    out.append(0xe0)                        // I, L, T: PictureID, TL0PICIDX, TID
+                    out.append(0x80 | UInt8(id >> 8))       // M=1: 15-bit PictureID
+                    out.append(UInt8(id & 0xff))
+                    out.append(tl0)
+                    out.append(layer << 6 | 0x20)           // TID, Y=1 (refers to base frames only)
+                } else {
+                    out.append(0x80)                        // I=1: PictureID present
+                    out.append(0x80 | UInt8(id >> 8))
+                    out.append(UInt8(id & 0xff))
+                }
                 out.append(frame, start..<end)
             }
             start = end

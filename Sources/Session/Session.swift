@@ -144,8 +144,9 @@ public final class Session: Sendable {
 
     /// Tells the router what a subscriber wants (subscribeToVideo etc.); nil leaves a setting as it is.
     public func subscriberSettings(subscriberId: String, subscribeToAudio: Bool? = nil, subscribeToVideo: Bool? = nil,
-                                   subscribeToCaptions: Bool? = nil) throws(SessionError) {
+                                   subscribeToCaptions: Bool? = nil, preferredFrameRate: Double? = nil) throws(SessionError) {
         var message: [String: Any] = ["type": "subscriberSettings", "subscriberId": subscriberId]
+        if let preferredFrameRate { message["preferredFrameRate"] = preferredFrameRate }
         if let subscribeToAudio { message["subscribeToAudio"] = subscribeToAudio }
         if let subscribeToVideo { message["subscribeToVideo"] = subscribeToVideo }
         if let subscribeToCaptions { message["subscribeToCaptions"] = subscribeToCaptions }
@@ -267,7 +268,7 @@ public final class Session: Sendable {
         subscriber.onSettingsChange { [weak self, logger] id, wishes in
             do {
                 try self?.subscriberSettings(subscriberId: id, subscribeToAudio: wishes.audio, subscribeToVideo: wishes.video,
-                                             subscribeToCaptions: wishes.captions)
+                                             subscribeToCaptions: wishes.captions, preferredFrameRate: wishes.frameRate)
             } catch {
                 logger.notice("subscriberSettings for \(id) not sent: \(error)")
             }

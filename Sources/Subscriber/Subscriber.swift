@@ -33,6 +33,7 @@ public final class Subscriber: Sendable {
         var resource: String?
         var settingsHandler: (@Sendable (String, SubscriberWishes) -> Void)?
         var subscribeToCaptions = false
+        var preferredFrameRate: Double?
     }
 
     /// - Parameters:
@@ -121,6 +122,20 @@ public final class Subscriber: Sendable {
         }
     }
 
+    /// The frame rate this subscriber would like (OpenTok's
+    /// preferredFrameRate), told to the router through `onSettingsChange`;
+    /// may be set before connecting. camagent's router honours it where the
+    /// publisher makes temporal layers (camagent's VP8 does): a rate below
+    /// the stream's gets half its frames. nil leaves the router's choice as it was.
+    public var preferredFrameRate: Double? {
+        get { control.withLock { $0.preferredFrameRate } }
+        set {
+            guard control.withLock({ c in defer { c.preferredFrameRate = newValue }; return c.preferredFrameRate != newValue })
+            else { return }
+            settingsChanged()
+        }
+    }
+
     /// The subscriber's id at the server: the last segment of its WHEP
     /// resource (camagent's router names subscribers so); nil when not connected.
     public var subscriberID: String? {
@@ -144,9 +159,12 @@ public final class Subscriber: Sendable {
     }
 
     private func settingsChanged() {
-        let (handler, id, captions) = control.withLock { ($0.settingsHandler, $0.resource, $0.subscribeToCaptions) }
+        let (handler, id, captions, frameRate) = control.withLock {
+            ($0.settingsHandler, $0.resource, $0.subscribeToCaptions, $0.preferredFrameRate)
+        }
         guard let handler, let id = id?.split(separator: "/").last else { return }
-        handler(String(id), SubscriberWishes(audio: subscribeToAudio, video: subscribeToVideo, captions: captions))
+        handler(String(id), SubscriberWishes(audio: subscribeToAudio, video: subscribeToVideo, captions: captions,
+                                             frameRate: frameRate))
     }
 
     public var state: SubscriberState { control.withLock { $0.state } }
@@ -306,7 +324,9 @@ public final class Subscriber: Sendable {
                     c.resource = session.resourceURL
                 }
                 // A new subscriber id at the server: it hears what differs from the defaults.
-                if !subscribeToVideo || !subscribeToAudio || subscribeToCaptions { settingsChanged() }
+                if !subscribeToVideo || !subscribeToAudio || subscribeToCaptions || preferredFrameRate != nil {
+                    settingsChanged()
+                }
                 setState(.connected)
                 onEvent(reconnecting ? .reconnected(selectedPair: pair) : .connected(codecs: codecs.joined(separator: "+"), selectedPair: pair))
             case .failed(.peerClosed):

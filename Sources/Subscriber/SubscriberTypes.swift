@@ -31,11 +31,14 @@ public struct SubscriberWishes: Sendable, Equatable {
     public var audio: Bool
     public var video: Bool
     public var captions: Bool
+    /// preferredFrameRate (nil: not asked; the router sends every frame).
+    public var frameRate: Double?
 
-    public init(audio: Bool, video: Bool, captions: Bool) {
+    public init(audio: Bool, video: Bool, captions: Bool, frameRate: Double? = nil) {
         self.audio = audio
         self.video = video
         self.captions = captions
+        self.frameRate = frameRate
     }
 }
 

@@ -49,6 +49,10 @@ struct RouterMediaEngine: SessionMediaEngine {
         router.setSubscriberMedia(subscriberID: subscriberID, audio: audio, video: video)
     }
 
+    func setSubscriberFrameRate(subscriberID: String, _ rate: Double?) {
+        router.setSubscriberFrameRate(subscriberID: subscriberID, rate)
+    }
+
     func setAudioFallback(streamID: String, enabled: Bool) {
         router.setAudioFallback(streamID: streamID, enabled: enabled)
     }

@@ -56,6 +56,9 @@ struct SubscribeCommand: ParsableCommand {
     @Flag(help: "Do not receive video.")
     var noVideo = false
 
+    @Option(help: "With --session: the frame rate to receive at most (preferredFrameRate). camagent's router then sends half the publisher's frames when it makes VP8 temporal layers, as camagent publish does; other publishers' streams come whole.")
+    var preferredFrameRate: Double?
+
     @Option(help: "Stop after this many seconds (default: until the stream ends or interrupted).")
     var duration: Double?
 
@@ -98,6 +101,12 @@ struct SubscribeCommand: ParsableCommand {
         if whep != nil && (stream != nil || name != nil || first) { throw ValidationError("--stream, --name and --first choose a stream of a --session") }
         if whep != nil && captions { throw ValidationError("--captions needs --session: captions come over the session's signalling") }
         if stream != nil && name != nil { throw ValidationError("--stream and --name contradict each other") }
+        if whep != nil && preferredFrameRate != nil {
+            throw ValidationError("--preferred-frame-rate needs --session: the wish goes over the session's signalling")
+        }
+        if let rate = preferredFrameRate, !(1...120).contains(rate) {
+            throw ValidationError("--preferred-frame-rate must be 1 to 120")
+        }
         if noAudio && noVideo { throw ValidationError("--no-audio and --no-video together leave nothing to receive") }
         if !(1...2).contains(channels) { throw ValidationError("--channels must be 1 or 2") }
         if videoOut != "none" && !videoOut.hasSuffix(".y4m") && !videoOut.hasPrefix("/dev/") {
@@ -175,6 +184,7 @@ struct SubscribeCommand: ParsableCommand {
                 }
                 // Said to the router once connected (and again after each reconnection).
                 subscriber.subscribeToCaptions = captions
+                subscriber.preferredFrameRate = preferredFrameRate
             } else {
                 subscriber = try Subscriber(endpoint: endpoint, token: token, settings: settings, video: videoRenderer,
                                             audio: audioRenderer, logger: logger) { event in out.event(event) }

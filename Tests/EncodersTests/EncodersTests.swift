@@ -38,6 +38,42 @@ struct VP8EncoderTests {
         }
     }
 
+    /// Two temporal layers: every other frame is layer 1 and nothing refers
+    /// to it, so the base frames decode the same with or without them (what
+    /// a router relies on when it sends a subscriber half the frames).
+    @Test func upperLayerFramesCanBeLeftOut() throws {
+        let encoder = try VP8Encoder(size: size, framesPerSecond: 30, bitrateKbps: 600, temporalLayers: 2)
+        let renderer = TestPatternRenderer(width: size.width, height: size.height)
+        let input = VideoFrame(maxWidth: size.width, maxHeight: size.height)
+        var frames: [(bytes: [UInt8], keyframe: Bool, layer: UInt8)] = []
+        for n in 0..<40 {
+            renderer.render(counter: UInt32(n), into: input, framesPerSecond: 30)
+            input.timestamp = MonotonicTimestamp(nanoseconds: 1_000_000_000 + Int64(n) * 33_333_333)
+            try encoder.encode(input, forceKeyframe: n == 21) { encoded in
+                frames.append((Array(encoded.bytes), encoded.isKeyframe, encoded.temporalLayer))
+            }
+        }
+        #expect(frames.count == 40)
+        // Base, upper, base, …; a keyframe (asked for on an upper slot) is a base frame and starts again.
+        #expect(frames[0..<21].map(\.layer) == (0..<21).map { UInt8($0 % 2) })
+        #expect(frames[21].keyframe && frames[21].layer == 0 && frames[22].layer == 1 && frames[23].layer == 0)
+
+        let all = try VP8Decoder(), baseOnly = try VP8Decoder()
+        let fromAll = VideoFrame(maxWidth: size.width, maxHeight: size.height)
+        let fromBase = VideoFrame(maxWidth: size.width, maxHeight: size.height)
+        var compared = 0
+        for (n, frame) in frames.enumerated() {
+            try frame.bytes.withUnsafeBytes { try all.decode($0, into: fromAll) }
+            guard frame.layer == 0 else { continue }
+            try frame.bytes.withUnsafeBytes { try baseOnly.decode($0, into: fromBase) }
+            #expect(TestPatternCounter.decode(fromBase) == UInt32(n), "frame \(n)")
+            let same = fromAll.yPlane.prefix(size.width * size.height).elementsEqual(fromBase.yPlane.prefix(size.width * size.height))
+            #expect(same, "base frame \(n) decodes the same without the upper layer")
+            compared += 1
+        }
+        #expect(compared == 21)
+    }
+
     @Test func keyframeOnRequestAndBitrateChanges() throws {
         let encoder = try VP8Encoder(size: size, framesPerSecond: 30, bitrateKbps: 1500)
         let before = try encodePattern(encoder, count: 20, keyframeAt: [10])

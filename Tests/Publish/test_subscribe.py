@@ -294,3 +294,38 @@ def test_subscribe_to_video_off_and_on_stops_and_restarts_the_media(net, workdir
     toggles = [(e["state"], e.get("reason")) for e in seen if e.get("event") == "video" and e["state"] != "dimensions"]
     assert toggles == [("disabled", "subscribeToVideo"), ("enabled", "subscribeToVideo")], context(toggles)
     net.stop(publisher)
+
+
+def test_a_subscriber_preferring_a_lower_frame_rate_gets_the_base_layer(net, workdir):
+    """preferredFrameRate (`subscribe --preferred-frame-rate`): camagent publishes VP8 in two
+    temporal layers, and the router sends a subscriber that asks for 15 of a 30 fps stream
+    only the base layer, every other frame, while the subscriber beside it gets them all.
+    Both decode without an error; the frame counters show the steps (1 and 2)."""
+    router = Router(net, workdir)
+    session = router.create_session()
+    url = router.session_url(session)
+    publisher = start_publisher(net, workdir, "--session", url, "--token", router.token(session, "publisher"),
+                                fps=30, size="320x240", duration=WATCH + 14)
+    outputs = {"full": os.path.join(workdir, "full.y4m"), "half": os.path.join(workdir, "half.y4m")}
+    token = router.token(session, "subscriber")
+    procs = {name: net.start([BIN, "subscribe", "--session", url, "--token", token, "--first", "--no-audio",
+                              "--video-out", path, "--duration", str(WATCH), "--json",
+                              *(["--preferred-frame-rate", "15"] if name == "half" else [])], f"sub-{name}", workdir)
+             for name, path in outputs.items()}
+    summaries, steps = {}, {}
+    for name, proc in procs.items():
+        out, _ = proc.communicate(timeout=90)
+        assert proc.returncode == 0, (name, proc.returncode, open(proc.log_path).read()[-3000:], router.log())
+        summaries[name] = events(json_lines(out), "summary")[-1]["video"]
+        assert summaries[name]["decodeErrors"] == 0, (name, summaries[name])
+        counters = [c for c in (decode_counter(y) for y, _, _ in read_y4m(outputs[name])) if c is not None]
+        assert len(counters) >= 0.4 * 15 * WATCH, (name, len(counters))
+        steps[name] = [b - a for a, b in zip(counters, counters[1:])]
+    # Medians: a frame the encoder or a loaded machine skips moves a step, not the middle.
+    assert sorted(steps["full"])[len(steps["full"]) // 2] == 1, steps["full"]
+    assert sorted(steps["half"])[len(steps["half"]) // 2] == 2, steps["half"]
+    assert all(s > 0 for s in steps["half"]), steps["half"]
+    ratio = summaries["half"]["framesDecoded"] / summaries["full"]["framesDecoded"]
+    assert 0.35 <= ratio <= 0.65, (ratio, summaries)
+    publisher.wait(timeout=60)
+    assert publisher.returncode == 0, "".join(publisher.output)[-2000:]

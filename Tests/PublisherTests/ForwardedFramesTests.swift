@@ -195,6 +195,37 @@ struct ForwardedFramesTests {
         #expect(feedback.contains { if case .pictureLossIndication = $0 { true } else { false } })
         #expect(feedback.contains { if case .estimatedMaximumBitrate(_, let bps, let ssrcs) = $0 { bps <= 1_000_000 && ssrcs == [Self.publisherSSRC] } else { false } })
     }
+
+    /// A one-packet VP8 frame with temporal layers in its descriptor (as
+    /// camagent's publisher sends them: I, L and T; N on layer 1).
+    static func layeredFrame(seq: UInt16, ts: UInt32, layer: UInt8, keyframe: Bool, tl0: UInt8) -> [UInt8] {
+        var p: [UInt8] = [0x90 | (layer > 0 ? 0x20 : 0), 0xe0, 0x80, UInt8(truncatingIfNeeded: seq), tl0, layer << 6 | 0x20]
+        p += keyframe ? [0x00, 0x00, 0x00, 0x9d, 0x01, 0x2a, 0x80, 0x02, 0xe0, 0x01] : [0x01, 0x00, 0x00]
+        return packet(pt: videoPT, seq: seq, ts: ts, marker: true, payload: p + [UInt8](repeating: 3, count: 40))
+    }
+
+    /// preferredFrameRate: a subscriber that asks for 15 of a 30 fps stream
+    /// gets its base layer, every other frame; the one beside it gets all.
+    @Test func aSubscriberPreferringALowerRateGetsTheBaseLayer() throws {
+        let rig = Rig()
+        let slower = rig.hub.makeSenders([(.audio, 111), (.video, 96)])
+        rig.hub.attach(slower)
+        slower.setSending([.audio, .video])
+        slower.setPreferredFrameRate(15)
+        var tl0: UInt8 = 0
+        let packets = (0..<10).map { n -> [UInt8] in
+            let layer = UInt8(n % 2)
+            if layer == 0 { tl0 &+= 1 }
+            return Self.layeredFrame(seq: UInt16(200 + n), ts: UInt32(n * 3000), layer: layer, keyframe: n == 0, tl0: tl0)
+        }
+        _ = rig.feed(packets)
+        let everything = try rig.sent(), base = try MediaHubTests.drain(slower)
+        #expect(everything.count == 10)
+        #expect(base.map { Array($0.payload) } == packets.enumerated().filter { $0.offset % 2 == 0 }.map { Array($0.element[12...]) })
+        // Its own sequence numbers run on without a gap: nothing for it to NACK.
+        #expect(zip(base, base.dropFirst()).allSatisfy { $1.header.sequenceNumber == $0.header.sequenceNumber &+ 1 })
+    }
+
 }
 
 @Suite("Receiver reports to a publisher (ReceptionCounter)")

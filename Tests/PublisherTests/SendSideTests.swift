@@ -145,3 +145,35 @@ struct SendSideTests {
         #expect(!echoed)   // our own SSRC echoed: not the peer leaving
     }
 }
+
+@Suite("preferredFrameRate (FrameRateChoice)")
+struct FrameRateChoiceTests {
+    /// Frames 1/30 s apart, alternating layers; which got through.
+    func admitted(preferring rate: Double?, frames: Int = 12, gap: UInt32 = 3000) -> [Int] {
+        var choice = FrameRateChoice()
+        choice.preferred = rate
+        return (0..<frames).filter { n in choice.admits(layer: UInt8(n % 2), rtpTimestamp: UInt32.max - 5000 &+ UInt32(n) * gap) }
+    }
+
+    @Test func theHighestRateNotAboveThePreferredOne() {
+        #expect(admitted(preferring: nil).count == 12)
+        #expect(admitted(preferring: 30).count == 12)
+        #expect(admitted(preferring: 28).count == 12, "29.5 or 30: within the measurement's slack")
+        // Below the full rate: the base layer (the first frame goes before any rate is known).
+        #expect(admitted(preferring: 25) == [0, 2, 4, 6, 8, 10])
+        #expect(admitted(preferring: 5) == [0, 2, 4, 6, 8, 10], "the base layer is the least there is")
+        // A 15 fps stream (6000 ticks apart) is all a 15 fps wish asks for.
+        #expect(admitted(preferring: 15, gap: 6000).count == 12)
+    }
+
+    @Test func aPauseIsNotAFrameRate() {
+        var choice = FrameRateChoice()
+        choice.preferred = 20
+        _ = choice.admits(layer: 0, rtpTimestamp: 0)
+        _ = choice.admits(layer: 0, rtpTimestamp: 3000)
+        _ = choice.admits(layer: 0, rtpTimestamp: 3000 + 5 * 90_000)   // the camera was away for 5 s
+        #expect(choice.fullRate == 30)
+        let upper = choice.admits(layer: 1, rtpTimestamp: 3000 + 5 * 90_000 + 3000)
+        #expect(!upper)
+    }
+}

@@ -89,10 +89,39 @@ struct VP8PayloadTests {
         #expect(a.count == 1 && a[0].header.marker)
     }
 
+    /// With temporal layers: TL0PICIDX counts base frames, each frame says its
+    /// layer (TID), and an upper-layer frame is marked non-reference (N).
+    @Test func layeredFramesCarryTheirLayer() throws {
+        var payloader = VP8Payloader(firstPictureID: 10, firstTL0PictureIndex: 255)
+        var seen: [VP8PayloadDescriptor] = []
+        var rebuilt: [[UInt8]] = []
+        for layer: UInt8 in [0, 1, 0, 1] {
+            var parts: [UInt8] = []
+            frame.withUnsafeBytes { bytes in
+                payloader.packetize(bytes, temporalLayer: layer, maxPayloadSize: 1200) { _, appendPayload in
+                    var payload: [UInt8] = []
+                    appendPayload(&payload)
+                    let d = try! VP8PayloadDescriptor(parsing: payload[...])
+                    if d.startOfPartition { seen.append(d) }
+                    parts += payload.dropFirst(d.headerSize)
+                    #expect(payload.count <= 1200)
+                }
+            }
+            rebuilt.append(parts)
+        }
+        #expect(seen.map(\.temporalLayer) == [0, 1, 0, 1])
+        #expect(seen.map(\.tl0PictureIndex) == [0, 0, 1, 1], "wraps from 255; an upper frame names the base before it")
+        #expect(seen.map(\.nonReference) == [false, true, false, true])
+        #expect(seen.map(\.pictureID) == [10, 11, 12, 13])
+        #expect(seen.allSatisfy { $0.headerSize == 6 })
+        #expect(rebuilt.allSatisfy { $0 == frame })
+    }
+
     @Test func descriptorsFromOtherSendersParse() throws {
         // 7-bit PictureID 0x21, with TL0PICIDX and TID present (L and T set).
         let d = try VP8PayloadDescriptor(parsing: [0x90, 0xe0, 0x21, 0x05, 0x40, 0xaa][...])
         #expect(d.startOfPartition && d.pictureID == 0x21 && d.headerSize == 5)
+        #expect(d.tl0PictureIndex == 0x05 && d.temporalLayer == 1)
         // No extension at all: one byte.
         #expect(try VP8PayloadDescriptor(parsing: [0x10, 0xaa][...]).headerSize == 1)
         #expect(throws: DepacketizeError.truncated) { try VP8PayloadDescriptor(parsing: [0x90, 0x80, 0x80][...]) }

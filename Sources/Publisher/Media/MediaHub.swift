@@ -86,12 +86,15 @@ final class MediaHub: Sendable {
     }
 
     /// Hands one frame's payloads to every connection; returns how many queued
-    /// it (a connection not sending this kind, or waiting for a keyframe, does not).
+    /// it (a connection not sending this kind, waiting for a keyframe, or
+    /// leaving out this temporal layer for a lower frame rate, does not).
     @discardableResult
-    func send(_ batch: PayloadBatch, kind: MediaKind, rtpTimestamp: UInt32, isKeyframe: Bool, orientation: UInt8 = 0) -> Int {
+    func send(_ batch: PayloadBatch, kind: MediaKind, rtpTimestamp: UInt32, isKeyframe: Bool, orientation: UInt8 = 0,
+              temporalLayer: UInt8 = 0) -> Int {
         let list = connections.withLock { $0 }
         var queued = 0
-        for c in list where c.send(batch, kind: kind, rtpTimestamp: rtpTimestamp, isKeyframe: isKeyframe, orientation: orientation) {
+        for c in list where c.send(batch, kind: kind, rtpTimestamp: rtpTimestamp, isKeyframe: isKeyframe,
+                                   orientation: orientation, temporalLayer: temporalLayer) {
             queued += 1
         }
         return queued

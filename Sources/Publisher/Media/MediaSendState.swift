@@ -22,6 +22,8 @@ struct MediaSendState {
     /// The a=extmap id of urn:3gpp:video-orientation when the peer took it
     /// (nil: it did not, so it must be sent pixels the right way up).
     var videoOrientationExtensionID: UInt8?
+    /// The receiver's preferredFrameRate against the rate frames come at.
+    var frameRate = FrameRateChoice()
 
     init(streams: [RTPStreamSender], videoBitrate: Int) {
         self.streams = streams

@@ -63,6 +63,9 @@ final class MediaSenders: Sendable {
 
     func requestKeyframe() { state.withLock { $0.keyframeRequested = true } }
 
+    /// The receiver's preferred frame rate (nil: every frame).
+    func setPreferredFrameRate(_ rate: Double?) { state.withLock { $0.frameRate.preferred = rate } }
+
     // MARK: The encoders' side
 
     /// This connection's part of the next video frame's plan, read and
@@ -83,15 +86,17 @@ final class MediaSenders: Sendable {
 
     /// Queues one frame's payloads on this connection's stream of `kind`.
     /// Video waits for a keyframe after (re)connecting: frames the receiver
-    /// could not decode are not sent at all. `orientation` is the CVO byte,
-    /// sent to a peer that negotiated the extension. True when queued.
+    /// could not decode are not sent at all; and upper-layer frames are left
+    /// out while the receiver prefers a lower frame rate. `orientation` is
+    /// the CVO byte, sent to a peer that negotiated the extension. True when queued.
     @discardableResult
     func send(_ batch: PayloadBatch, kind: MediaKind, rtpTimestamp timestamp: UInt32, isKeyframe: Bool,
-              orientation: UInt8 = 0) -> Bool {
+              orientation: UInt8 = 0, temporalLayer: UInt8 = 0) -> Bool {
         let queued = state.withLock { s -> Bool in
             guard s.sending.contains(kind), let index = s.streamIndex(kind: kind) else { return false }
             var headerExtension: OneByteExtension?
             if kind == .video {
+                guard s.frameRate.admits(layer: temporalLayer, rtpTimestamp: timestamp) else { return false }
                 if s.waitingForKeyframe && !isKeyframe { return false }
                 s.waitingForKeyframe = false
                 headerExtension = s.videoOrientationExtensionID.map { OneByteExtension(id: $0, value: orientation) }

@@ -21,10 +21,11 @@ struct PayloadBatch {
     var isEmpty: Bool { ends.isEmpty }
 
     /// Replaces the batch with `frame`'s payloads.
-    mutating func fill<P: RTPPayloader>(_ frame: UnsafeRawBufferPointer, payloader: inout P, maxPayloadSize: Int) {
+    mutating func fill<P: RTPPayloader>(_ frame: UnsafeRawBufferPointer, payloader: inout P, maxPayloadSize: Int,
+                                        temporalLayer: UInt8? = nil) {
         bytes.removeAll(keepingCapacity: true)
         ends.removeAll(keepingCapacity: true)
-        payloader.packetize(frame, maxPayloadSize: maxPayloadSize) { _, appendPayload in
+        payloader.packetize(frame, temporalLayer: temporalLayer, maxPayloadSize: maxPayloadSize) { _, appendPayload in
             appendPayload(&bytes)
             ends.append(bytes.count)
         }

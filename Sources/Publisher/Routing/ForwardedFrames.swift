@@ -162,7 +162,7 @@ final class ForwardedFrames: ReceivedRTPSink, @unchecked Sendable {   // state b
         let offset = videoOffset ?? (hub.rtpTimestamp(.video, at: .now()) &- frame.timestamp)
         videoOffset = offset
         let queued = hub.send(videoFrame, kind: .video, rtpTimestamp: frame.timestamp &+ offset,
-                              isKeyframe: frame.isKeyframe)
+                              isKeyframe: frame.isKeyframe, temporalLayer: temporalLayer())
         count(queuedTo: queued, bytes: videoFrame.byteCount, packets: videoFrame.count)
         // What the subscribers ask of the publisher, merged by the hub.
         if let plan = hub.planVideoFrame(now: .now()) {
@@ -174,6 +174,13 @@ final class ForwardedFrames: ReceivedRTPSink, @unchecked Sendable {   // state b
                                                          ssrcs: [ssrc]))
             }
         }
+    }
+
+    /// The frame's temporal layer as its VP8 descriptor says (TID); 0 when it
+    /// says none (a publisher without layers, or H.264): such frames all go.
+    private func temporalLayer() -> UInt8 {
+        guard codecs.videoCodec == .vp8, !videoFrame.isEmpty else { return 0 }
+        return videoFrame.withPayload(0) { payload in (try? VP8PayloadDescriptor(parsing: payload))?.temporalLayer ?? 0 }
     }
 
     /// Adds what the jitter buffer counted since the last packet to the atomics.

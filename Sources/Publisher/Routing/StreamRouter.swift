@@ -210,6 +210,16 @@ public final class StreamRouter: Sendable {
         return stream.subscribers.setMedia(id: subscriberID, audio: audio, video: video)
     }
 
+    /// One subscriber's preferred frame rate (nil: every frame): below the
+    /// publisher's rate it gets the base temporal layer, when the publisher
+    /// makes layers (VP8 with TID in its descriptors). False when there is no such subscriber.
+    @discardableResult
+    public func setSubscriberFrameRate(subscriberID: String, _ rate: Double?) -> Bool {
+        guard let entry = subscribers.withLock({ $0[subscriberID] }),
+              let stream = streams.withLock({ $0[entry.stream] }) else { return false }
+        return stream.subscribers.setPreferredFrameRate(id: subscriberID, rate)
+    }
+
     /// Hands a stream's audio, as it arrives, to `tap` as well (nil: to nobody
     /// else). False when there is no such stream.
     @discardableResult

@@ -64,6 +64,8 @@ public protocol SessionMediaEngine: Sendable {
     func unsubscribe(subscriberID: String)
     /// What one subscriber is sent from now on (its subscribeToAudio/Video).
     func setSubscriberMedia(subscriberID: String, audio: Bool, video: Bool)
+    /// One subscriber's preferredFrameRate (nil: every frame).
+    func setSubscriberFrameRate(subscriberID: String, _ rate: Double?)
     /// Audio fallback for a stream's subscribers (on unless its publisher says no).
     func setAudioFallback(streamID: String, enabled: Bool)
     /// Where audio fallback's steps go: subscriber id and the message type
@@ -107,6 +109,7 @@ public struct CaptionTotals: Sendable, Equatable {
 extension SessionMediaEngine {
     /// Engines that cannot choose per subscriber send everything.
     public func setSubscriberMedia(subscriberID: String, audio: Bool, video: Bool) {}
+    public func setSubscriberFrameRate(subscriberID: String, _ rate: Double?) {}
     public func setAudioFallback(streamID: String, enabled: Bool) {}
     public func onSubscriberVideoQuality(_ handler: @escaping @Sendable (_ subscriberID: String, _ messageType: String) -> Void) {}
     /// Engines without a speech engine.

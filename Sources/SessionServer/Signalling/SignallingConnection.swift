@@ -128,6 +128,10 @@ struct SignallingConnection: Sendable {
                     services.media.setSubscriberMedia(subscriberID: subscriberID, audio: merged.subscribeToAudio ?? true,
                                                       video: merged.subscribeToVideo ?? true)
                 }
+                if let rate = settings.preferredFrameRate {
+                    // Honoured where the publisher makes temporal layers: half its rate, or all of it.
+                    services.media.setSubscriberFrameRate(subscriberID: subscriberID, rate)
+                }
             }
         } catch let refusal as SignallingRefusal {
             logger.debug("signalling message refused", metadata: ["code": "\(refusal.code)", "reason": "\(refusal.message)"])

@@ -51,6 +51,12 @@ struct EmbeddedMediaEngine: SessionMediaEngine {
         }
     }
 
+    func setSubscriberFrameRate(subscriberID: String, _ rate: Double?) {
+        if !local.setFrameRate(subscriberID: subscriberID, rate) {
+            routed.setSubscriberFrameRate(subscriberID: subscriberID, rate)
+        }
+    }
+
     func setAudioFallback(streamID: String, enabled: Bool) {
         if !local.setAudioFallback(streamID: streamID, enabled: enabled) {
             routed.setAudioFallback(streamID: streamID, enabled: enabled)
@@ -148,6 +154,12 @@ final class LocalStreamMedia: Sendable {
     func setMedia(subscriberID: String, audio: Bool, video: Bool) -> Bool {
         guard let subscriber = state.withLock({ $0.subscribers[subscriberID] }) else { return false }
         subscriber.publisher.setViewerMedia(id: subscriber.viewerID, audio: audio, video: video)
+        return true
+    }
+
+    func setFrameRate(subscriberID: String, _ rate: Double?) -> Bool {
+        guard let subscriber = state.withLock({ $0.subscribers[subscriberID] }) else { return false }
+        subscriber.publisher.setViewerFrameRate(id: subscriber.viewerID, rate)
         return true
     }
 
