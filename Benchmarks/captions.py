@@ -41,7 +41,8 @@ captioned, plain, captioned) so that a drifting load hits both.
   equivalent (Debian's gstreamer1.0-pocketsphinx) runs the same engine and is not run.
 
 The router finds utterances as CAMAGENT_CAPTIONS_VAD says (silero, its default, or level);
-the results record which. BENCH_CAPTIONS_BUSY=N runs N CPU-bound processes (`yes`) beside
+the results record which. CAMAGENT_CAPTIONS_FINAL_BEAM=N sets the finals' beam (1: greedy;
+the default 3), recorded as `finalBeam`. BENCH_CAPTIONS_BUSY=N runs N CPU-bound processes (`yes`) beside
 the whole measurement: latency under load.
 
 Targets (issue 15): a final within 1.0 s of the end of speech; at most half a core per
@@ -79,6 +80,7 @@ TARGET_LATENCY = 1.0
 TARGET_CORES = 0.5
 PREFIX = os.environ.get("CAMAGENT_CAPTIONS_PREFIX", "/opt/camagent-captions")
 VOICE_DETECTION = os.environ.get("CAMAGENT_CAPTIONS_VAD") or "silero"
+FINAL_BEAM = int(os.environ.get("CAMAGENT_CAPTIONS_FINAL_BEAM") or 3)
 BUSY = int(os.environ.get("BENCH_CAPTIONS_BUSY", "0"))
 
 
@@ -317,7 +319,7 @@ def measure_all(out_path):
     workdir = tempfile.mkdtemp(prefix="camagent-bench-captions-")
     started = time.monotonic()
     results = {"machine": bench.machine(), "loadBefore": [round(x, 2) for x in os.getloadavg()],
-               "leadIn": LEAD_IN, "gap": GAP, "tail": TAIL, "voiceDetection": VOICE_DETECTION, "busy": BUSY,
+               "leadIn": LEAD_IN, "gap": GAP, "tail": TAIL, "voiceDetection": VOICE_DETECTION, "finalBeam": FINAL_BEAM, "busy": BUSY,
                "runs": []}
     busy = [subprocess.Popen(["yes"], stdout=subprocess.DEVNULL) for _ in range(BUSY)]
     try:

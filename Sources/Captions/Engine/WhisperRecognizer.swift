@@ -33,7 +33,7 @@ public struct WhisperConfiguration: Sendable, Equatable {
 
     /// The install's layout under `prefix` ($CAMAGENT_CAPTIONS_PREFIX, else /opt/camagent-captions).
     /// `voiceDetection` nil: $CAMAGENT_CAPTIONS_VAD (`silero` or `level`), else Silero.
-    public init(prefix: String? = nil, threads: Int = 1, finalBeamSize: Int = 3, audioContext: Int? = nil,
+    public init(prefix: String? = nil, threads: Int = 1, finalBeamSize: Int? = nil, audioContext: Int? = nil,
                 voiceDetection: VoiceDetection? = nil) throws(CaptionError) {
         let root = prefix ?? getenv("CAMAGENT_CAPTIONS_PREFIX").map { String(cString: $0) } ?? Self.defaultPrefix
         libraryPath = root + "/lib/libcamagent-whisper.so"
@@ -48,7 +48,9 @@ public struct WhisperConfiguration: Sendable, Equatable {
             self.voiceDetection = .silero
         }
         self.threads = threads
-        self.finalBeamSize = finalBeamSize
+        // $CAMAGENT_CAPTIONS_FINAL_BEAM: for measuring (Benchmarks/captions.py), as the VAD's.
+        let beamFromEnvironment = getenv("CAMAGENT_CAPTIONS_FINAL_BEAM").flatMap { Int(String(cString: $0)) }
+        self.finalBeamSize = max(1, finalBeamSize ?? beamFromEnvironment ?? 3)
         self.audioContext = audioContext
     }
 
