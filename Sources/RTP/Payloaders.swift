@@ -67,16 +67,12 @@ public struct VP8Payloader: RTPPayloader {
             let first = start == 0
             packet(end == frame.count) { out in
                 out.append((first ? 0x90 : 0x80) | nonReference)   // X=1, N, S=first, PID=0
+                out.append(temporalLayer == nil ? 0x80 : 0xe0)      // I (PictureID); with layers L and T too
+                out.append(0x80 | UInt8(id >> 8))                   // M=1: 15-bit PictureID
+                out.append(UInt8(id & 0xff))
                 if let layer = temporalLayer {
-                    out.append(0xe0)                        // I, L, T: PictureID, TL0PICIDX, TID
-                    out.append(0x80 | UInt8(id >> 8))       // M=1: 15-bit PictureID
-                    out.append(UInt8(id & 0xff))
                     out.append(tl0)
-                    out.append(layer << 6 | 0x20)           // TID, Y=1 (refers to base frames only)
-                } else {
-                    out.append(0x80)                        // I=1: PictureID present
-                    out.append(0x80 | UInt8(id >> 8))
-                    out.append(UInt8(id & 0xff))
+                    out.append(layer << 6 | 0x20)                   // TID, Y=1 (refers to base frames only)
                 }
                 out.append(frame, start..<end)
             }

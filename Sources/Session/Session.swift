@@ -146,10 +146,10 @@ public final class Session: Sendable {
     public func subscriberSettings(subscriberId: String, subscribeToAudio: Bool? = nil, subscribeToVideo: Bool? = nil,
                                    subscribeToCaptions: Bool? = nil, preferredFrameRate: Double? = nil) throws(SessionError) {
         var message: [String: Any] = ["type": "subscriberSettings", "subscriberId": subscriberId]
-        if let preferredFrameRate { message["preferredFrameRate"] = preferredFrameRate }
         if let subscribeToAudio { message["subscribeToAudio"] = subscribeToAudio }
         if let subscribeToVideo { message["subscribeToVideo"] = subscribeToVideo }
         if let subscribeToCaptions { message["subscribeToCaptions"] = subscribeToCaptions }
+        if let preferredFrameRate { message["preferredFrameRate"] = preferredFrameRate }
         try send(message)
     }
 

@@ -111,28 +111,32 @@ struct VideoDecodingTests {
         #expect(video.width == 320 && video.height == 240)
     }
 
-    /// Wall-clock seconds now (the sender's clock, in these tests: one host).
-    private static func wallClock() -> Double {
-        var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    /// A VP8 decoding that renders into `renderer`, with no thread of its own yet.
+    private func vp8Decoding(into renderer: StampingRenderer) throws -> VideoDecoding {
+        let decoding = VideoDecoding(renderer: renderer, logger: Logger(label: "test"), onEvent: { _ in }, onRenderFailure: { _ in })
+        try decoding.prepare(.vp8)
+        return decoding
+    }
+
+    /// Whole frames, straight from their packets (one packet each at this size):
+    /// the RTP header and the 4-byte VP8 descriptor dropped.
+    private func wholeFrames(_ frames: [[[UInt8]]]) -> [[UInt8]] {
+        frames.map { rtp in rtp.flatMap { Array($0.dropFirst(12 + 4)) } }
     }
 
     @Test("lip sync: with audio 150 ms behind its sender, each frame waits until it is as late; a far later audio is waited for at most 0.3 s; no audio, no wait")
     func framesWaitForTheirAudio() throws {
         let frames = try packets(count: 16, keyframeAt: 0)
         let renderer = StampingRenderer()
-        let decoding = VideoDecoding(renderer: renderer, logger: Logger(label: "test"), onEvent: { _ in }, onRenderFailure: { _ in })
-        try decoding.prepare(.vp8)
+        let decoding = try vp8Decoding(into: renderer)
         let thread = StoppableThread(name: "test-decode") { stop in decoding.run(stop) }
         decoding.wake = thread.signal
         defer { thread.stop() }
-        // Whole frames, straight from their packets (one packet each at this size).
-        let bytes = frames.map { rtp in rtp.flatMap { Array($0.dropFirst(12 + 4)) } }
+        let bytes = wholeFrames(frames)
         // Each frame is handed over as its sender stamps it: its delay starts at 0.
         // `ahead`: the sender's clock is that far ahead of this one.
         func handOver(_ n: Int, ahead: Double = 0) -> Double {
-            let sent = Self.wallClock()
+            let sent = wallClock()
             let frame = VideoJitterBuffer.Frame(timestamp: UInt32(n) * 3000, isKeyframe: n == 0, firstSequence: 0, lastSequence: 0)
             #expect(decoding.submit(frame, bytes: bytes[n], codec: .vp8, clock: (ntp: sent + ahead, rtp: UInt32(n) * 3000)))
             return sent
@@ -170,9 +174,8 @@ struct VideoDecodingTests {
     func aBadFrameSkipsToTheNextKeyframe() throws {
         let frames = try packets(count: 8, keyframeAt: 5)
         let renderer = StampingRenderer()
-        let decoding = VideoDecoding(renderer: renderer, logger: Logger(label: "test"), onEvent: { _ in }, onRenderFailure: { _ in })
-        try decoding.prepare(.vp8)
-        var bytes = frames.map { rtp in rtp.flatMap { Array($0.dropFirst(12 + 4)) } }
+        let decoding = try vp8Decoding(into: renderer)
+        var bytes = wholeFrames(frames)
         // Frame 2: a VP8 frame tag that promises more than there is.
         bytes[2] = [0xff, 0xff, 0xff]
         for n in 0..<8 {
@@ -189,13 +192,19 @@ struct VideoDecodingTests {
     }
 }
 
+/// Wall-clock seconds now (the sender's clock, in these tests: one host).
+private func wallClock() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_REALTIME, &ts)
+    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+}
+
 /// Notes the wall-clock time of each frame it is given.
 private final class StampingRenderer: VideoRenderer, @unchecked Sendable {
     let stamps = PThreadLocked<[Double]>([])
     func render(_ frame: VideoFrame) throws(RenderError) {
-        var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
-        stamps.withLock { $0.append(Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9) }
+        let now = wallClock()
+        stamps.withLock { $0.append(now) }
     }
     func finish() throws(RenderError) {}
 }

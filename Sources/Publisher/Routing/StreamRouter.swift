@@ -205,8 +205,7 @@ public final class StreamRouter: Sendable {
     /// False when there is no such subscriber.
     @discardableResult
     public func setSubscriberMedia(subscriberID: String, audio: Bool, video: Bool) -> Bool {
-        guard let entry = subscribers.withLock({ $0[subscriberID] }),
-              let stream = streams.withLock({ $0[entry.stream] }) else { return false }
+        guard let stream = stream(ofSubscriber: subscriberID) else { return false }
         return stream.subscribers.setMedia(id: subscriberID, audio: audio, video: video)
     }
 
@@ -215,9 +214,14 @@ public final class StreamRouter: Sendable {
     /// makes layers (VP8 with TID in its descriptors). False when there is no such subscriber.
     @discardableResult
     public func setSubscriberFrameRate(subscriberID: String, _ rate: Double?) -> Bool {
-        guard let entry = subscribers.withLock({ $0[subscriberID] }),
-              let stream = streams.withLock({ $0[entry.stream] }) else { return false }
+        guard let stream = stream(ofSubscriber: subscriberID) else { return false }
         return stream.subscribers.setPreferredFrameRate(id: subscriberID, rate)
+    }
+
+    /// The stream a subscriber receives, while both are there.
+    private func stream(ofSubscriber id: String) -> Stream? {
+        guard let entry = subscribers.withLock({ $0[id] }) else { return nil }
+        return streams.withLock { $0[entry.stream] }
     }
 
     /// Hands a stream's audio, as it arrives, to `tap` as well (nil: to nobody
