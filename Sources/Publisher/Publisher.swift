@@ -51,6 +51,8 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
         /// The error that ended the publisher, once it ended on its own.
         var failure: PublisherError?
         var videoDeviceLost = false
+        /// `renewConnection` was called: the current connection (or the wait before the next) ends at once.
+        var renewRequested = false
         var lastStats: (time: MonotonicTimestamp, video: (UInt64, UInt64), audio: (UInt64, UInt64), encoded: UInt64)?
     }
     private let control = PThreadLocked(Control())
@@ -191,6 +193,18 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
         viewers.removeAll()
         stopCapture()
         if state != .failed { setState(.closed) }
+    }
+
+    /// Ends the current connection to the server (if any) and connects
+    /// again at once, through the same signalling, instead of waiting for
+    /// the transport to fail and the backoff to pass. A session that rejoined
+    /// after its signalling dropped calls it: the router ended the old stream,
+    /// and the signalling now carries the new connection. Nothing happens
+    /// without a server or after `unpublish`.
+    public func renewConnection() {
+        guard signaling != nil, !stopping else { return }
+        control.withLock { $0.renewRequested = true }
+        wake.signal()
     }
 
     // MARK: Viewers (the embedded server's WHEP side)
@@ -346,7 +360,7 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
             logger.notice("reconnecting in \(delay) s")
             setState(.reconnecting)
             let until = MonotonicTimestamp.now() + .milliseconds(Int64(delay * 1000))
-            while !stopping, MonotonicTimestamp.now() < until {
+            while !stopping, MonotonicTimestamp.now() < until, !control.withLock({ $0.renewRequested }) {
                 _ = wake.wait(milliseconds: Int32(max(1, (until - MonotonicTimestamp.now()).milliseconds)))
             }
             delay = min(delay * 2, settings.maxReconnectDelay)
@@ -361,6 +375,8 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
 
     private func connectAndServe() -> SessionOutcome {
         guard let signaling, let media = whipMedia else { return .stopped }
+        // This exchange uses the signalling as it is now: a renewal asked before it is done.
+        control.withLock { $0.renewRequested = false }
         let transport: PeerTransport
         do {
             transport = try PeerTransport(certificate: certificate, media: media,
@@ -421,6 +437,7 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
         while true {
             if stopping { return .stopped }
             if let failure = control.withLock({ $0.pipelineFailure }) { return .failed(failure) }
+            if control.withLock({ $0.renewRequested }) { return .dropped("its signalling asked for a new connection") }
             switch transport.phase {
             case .connected where !connected:
                 connected = true

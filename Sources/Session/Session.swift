@@ -15,7 +15,12 @@ public protocol SessionDelegate: AnyObject, Sendable {
 ///
 /// `connect` opens the WebSocket and waits for `connected`; a reader thread
 /// then delivers every message as a `SessionEvent`, through `events` (an
-/// AsyncStream) and the delegate, and keeps `streams` current.
+/// AsyncStream) and the delegate, and keeps `streams` current. It pings the
+/// router every few seconds, so a dead path is found even when no socket
+/// error comes. With a `rejoinWindow`, a WebSocket that drops (not a forced
+/// disconnect) is opened again within that time: `reconnecting`, then
+/// `reconnected` under a new connection id, and this client's streams are
+/// published again (the router ended them with the old connection).
 public final class Session: Sendable {
     /// `http(s)://HOST:PORT/v2/sessions/SID`.
     public let sessionURL: String
@@ -25,6 +30,8 @@ public final class Session: Sendable {
     let timeout: Double
     let allowInsecureTLS: Bool
     let trustedCertificatesFile: String?
+    /// Seconds to keep trying to join again when the signalling drops; 0: end at once.
+    public let rejoinWindow: Double
     let logger: Logger
     private let state = PThreadLocked<State>(State())
     /// The streams this client publishes here (`publish`).
@@ -49,9 +56,12 @@ public final class Session: Sendable {
         var ended = false
     }
 
-    /// - Parameter trustedCertificatesFile: PEM certificates trusted besides the system's (a router's self-signed one).
+    /// - Parameters:
+    ///   - trustedCertificatesFile: PEM certificates trusted besides the system's (a router's self-signed one).
+    ///   - rejoinWindow: how long to keep trying to join again, with backoff, when the signalling drops
+    ///     (0, the default: the session ends with `disconnected`).
     public init(url: String, token: String, timeout: Double = 10, allowInsecureTLS: Bool = false,
-                trustedCertificatesFile: String? = nil, logger: Logger) {
+                trustedCertificatesFile: String? = nil, rejoinWindow: Double = 0, logger: Logger) {
         var base = url
         while base.hasSuffix("/") { base.removeLast() }
         sessionURL = base
@@ -59,6 +69,7 @@ public final class Session: Sendable {
         self.timeout = timeout
         self.allowInsecureTLS = allowInsecureTLS
         self.trustedCertificatesFile = trustedCertificatesFile
+        self.rejoinWindow = max(0, rejoinWindow)
         self.logger = logger
         (events, continuation) = AsyncStream.makeStream(of: SessionEvent.self, bufferingPolicy: .bufferingNewest(1000))
     }
@@ -77,6 +88,24 @@ public final class Session: Sendable {
 
     /// Opens the signalling WebSocket and waits (within the timeout) for `connected`.
     public func connect() throws(SessionError) {
+        let joined = try openSignalling()
+        adopt(joined)
+        deliver(joined.event)
+        let reader = StoppableThread(name: "camagent-session", signal: readerStop) { [self] stop in read(joined.socket, stop) }
+        state.withLock { $0.reader = reader }
+    }
+
+    /// An open signalling WebSocket and what its `connected` said.
+    private struct Joined {
+        let socket: WebSocketConnection
+        let event: SessionEvent
+        let connectionId: String
+        let capabilities: SessionCapabilities
+        let mediaMode: SessionMediaMode
+        let streams: [SessionStream]
+    }
+
+    private func openSignalling() throws(SessionError) -> Joined {
         var connectURL = sessionURL + "/connect"
         if connectURL.hasPrefix("http") { connectURL = "ws" + connectURL.dropFirst(4) }
         let socket: WebSocketConnection
@@ -101,6 +130,7 @@ public final class Session: Sendable {
             }
             guard let message else { continue }
             guard case .text(let text) = message else {
+                socket.close()
                 throw .protocolError("the WebSocket closed before `connected`")
             }
             guard let event = Self.parse(text), case .connected(let id, let capabilities, let streams) = event else {
@@ -108,18 +138,19 @@ public final class Session: Sendable {
                 throw .protocolError("the first message is not `connected`: \(text.prefix(200))")
             }
             let mode = (try? JSONDecoder().decode(Incoming.self, from: Data(text.utf8)))?.mediaMode
-            state.withLock { s in
-                s.socket = socket
-                s.connectionId = id
-                s.capabilities = capabilities
-                s.mediaMode = mode.flatMap(SessionMediaMode.init(rawValue:)) ?? .routed
-                s.streams = streams
-            }
-            deliver(event)
-            break
+            return Joined(socket: socket, event: event, connectionId: id, capabilities: capabilities,
+                          mediaMode: mode.flatMap(SessionMediaMode.init(rawValue:)) ?? .routed, streams: streams)
         }
-        let reader = StoppableThread(name: "camagent-session", signal: readerStop) { [self] stop in read(socket, stop) }
-        state.withLock { $0.reader = reader }
+    }
+
+    private func adopt(_ joined: Joined) {
+        state.withLock { s in
+            s.socket = joined.socket
+            s.connectionId = joined.connectionId
+            s.capabilities = joined.capabilities
+            s.mediaMode = joined.mediaMode
+            s.streams = joined.streams
+        }
     }
 
     /// Unpublishes what this client published here, then closes the
@@ -286,19 +317,78 @@ public final class Session: Sendable {
 
     // MARK: The reader thread
 
-    private func read(_ socket: WebSocketConnection, _ stop: StopSignal) {
+    /// How often the reader pings the router, and how long it waits to hear anything before it
+    /// takes the path for dead (the router answers every `ping` with a `pong`).
+    static let pingInterval = 5.0
+    static let silenceLimit = 20.0
+
+    private func read(_ first: WebSocketConnection, _ stop: StopSignal) {
+        var socket = first
+        while true {
+            switch follow(socket, stop) {
+            case .stopped:
+                // `disconnect` may have closed the socket before a rejoin replaced it.
+                socket.close()
+                end("disconnected")
+                return
+            case .ended(let reason):
+                socket.close()
+                end(reason)
+                return
+            case .lost(let reason):
+                socket.close()
+                guard rejoinWindow > 0 else {
+                    end(reason)
+                    return
+                }
+                switch rejoin(after: reason, stop) {
+                case .rejoined(let next): socket = next
+                case .stopped: end("disconnected")
+                    return
+                case .gaveUp(let why): end("\(reason); \(why)")
+                    return
+                }
+            }
+        }
+    }
+
+    private enum Followed {
+        case stopped
+        /// The router ended this connection on purpose (a forced disconnect): not rejoined.
+        case ended(String)
+        /// The WebSocket failed, closed or went silent.
+        case lost(String)
+    }
+
+    /// Reads one WebSocket's messages until it ends, pinging the router on the way.
+    private func follow(_ socket: WebSocketConnection, _ stop: StopSignal) -> Followed {
+        var lastHeard = MonotonicTimestamp.now().seconds
+        var nextPing = lastHeard + Self.pingInterval
         while !stop.isStopRequested {
+            let now = MonotonicTimestamp.now().seconds
+            if now >= nextPing {
+                nextPing = now + Self.pingInterval
+                do { try socket.send(text: #"{"type":"ping"}"#) } catch {
+                    return stop.isStopRequested ? .stopped : .lost("signalling failed: \(error)")
+                }
+            }
+            if now - lastHeard > Self.silenceLimit {
+                return .lost("nothing heard from the router for \(Int(Self.silenceLimit)) s")
+            }
             let message: WebSocketConnection.Message?
             do { message = try socket.receive(timeout: 0.25) } catch {
-                end("signalling failed: \(error)")
-                return
+                return stop.isStopRequested ? .stopped : .lost("signalling failed: \(error)")
             }
+            guard let message else { continue }
+            lastHeard = MonotonicTimestamp.now().seconds
             switch message {
-            case nil: continue
-            case .closed(let code, let reason)?:
-                end(stop.isStopRequested ? "disconnected" : "the router closed the session's WebSocket (\(code.map(String.init) ?? "no code")\(reason.isEmpty ? "" : ": \(reason)"))")
-                return
-            case .text(let text)?:
+            case .closed(let code, let reason):
+                if stop.isStopRequested { return .stopped }
+                // No close code: the connection broke (reset, or closed without a close frame).
+                let why = code.map { "the router closed the session's WebSocket (\($0)\(reason.isEmpty ? "" : ": \(reason)"))" }
+                    ?? "the session's WebSocket broke: \(reason.isEmpty ? "closed without a close frame" : reason)"
+                return reason == "forceDisconnected" ? .ended(why) : .lost(why)
+            case .text(let text):
                 guard let event = Self.parse(text) else {
                     logger.debug("session: a message this client does not know: \(text.prefix(200))")
                     continue
@@ -314,7 +404,50 @@ public final class Session: Sendable {
                 deliver(event)
             }
         }
-        end("disconnected")
+        return .stopped
+    }
+
+    private enum Rejoined {
+        case rejoined(WebSocketConnection)
+        case stopped
+        case gaveUp(String)
+    }
+
+    /// Joins the session again after its WebSocket was lost, with backoff,
+    /// within `rejoinWindow`. A refusal that will not change (the token is
+    /// refused, or the session is gone) ends it at once.
+    private func rejoin(after reason: String, _ stop: StopSignal) -> Rejoined {
+        state.withLock { $0.socket = nil }
+        logger.notice("session signalling lost (\(reason)); joining again for up to \(Int(rejoinWindow)) s")
+        deliver(.reconnecting(reason: reason))
+        let deadline = MonotonicTimestamp.now().seconds + rejoinWindow
+        var delay = 0.5
+        var lastError = "no attempt"
+        while !stop.isStopRequested {
+            do {
+                let joined = try openSignalling()
+                adopt(joined)
+                logger.notice("session joined again as connection \(joined.connectionId)")
+                deliver(.reconnected(connectionId: joined.connectionId, streams: joined.streams))
+                publishAgain(connectionId: joined.connectionId)
+                return .rejoined(joined.socket)
+            } catch {
+                lastError = error.description
+                if case .signalling(let e) = error {
+                    switch e {
+                    case .unauthorized, .notFound: return .gaveUp("could not join again: \(lastError)")
+                    default: break
+                    }
+                }
+                logger.notice("joining the session again failed: \(lastError)")
+            }
+            let left = deadline - MonotonicTimestamp.now().seconds
+            guard left > 0 else { break }
+            _ = stop.wait(milliseconds: Int32(min(delay, left) * 1000))
+            delay = min(delay * 2, 4)
+        }
+        if stop.isStopRequested { return .stopped }
+        return .gaveUp("could not join again within \(Int(rejoinWindow)) s: \(lastError)")
     }
 
     /// Audio fallback's steps, to the subscriber they name (if it is one of

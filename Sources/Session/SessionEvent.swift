@@ -32,7 +32,16 @@ public enum SessionEvent: Sendable, Equatable {
     case subscribeOffer(subscriberId: String, streamId: String, sdp: String)
     /// Relayed sessions: that subscriber left; its publisher lets go of it.
     case unsubscribe(subscriberId: String, streamId: String)
-    /// The WebSocket ended (the router closed it, the network went, or `disconnect`).
+    /// The WebSocket was lost (not a forced disconnect) and the session, given a
+    /// rejoin window, is joining again (OpenTok's sessionDidBeginReconnecting).
+    /// Meanwhile nothing can be sent.
+    case reconnecting(reason: String)
+    /// Joined again, as a new connection, with the session's streams now
+    /// (OpenTok's sessionDidReconnect). This client's streams are published
+    /// again under new ids: the router ended the old ones with the old connection.
+    case reconnected(connectionId: String, streams: [SessionStream])
+    /// The WebSocket ended (the router closed it, the network went and no
+    /// rejoin came in time, or `disconnect`).
     case disconnected(reason: String)
 }
 

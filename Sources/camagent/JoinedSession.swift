@@ -8,7 +8,7 @@ import Session
 /// routed session a camera's media goes to the router over WHIP; in a relayed
 /// one the router only signals, and each subscriber's offer is answered here
 /// (the media goes straight to it). What happens is said on the way.
-final class JoinedSession: Sendable {
+final class JoinedSession: SessionDelegate {
     let session: Session
     let url: String
     private let say: @Sendable (String) -> Void
@@ -21,12 +21,28 @@ final class JoinedSession: Sendable {
         self.say = say
     }
 
+    /// - Parameter rejoinWindow: seconds to keep joining again when the signalling drops (0: publishing ends).
     static func join(url: String, token: String, timeout: Double, allowInsecureTLS: Bool, trustedCertificatesFile: String?,
-                     logger: Logger, say: @escaping @Sendable (String) -> Void) throws(SessionError) -> JoinedSession {
+                     rejoinWindow: Double, logger: Logger,
+                     say: @escaping @Sendable (String) -> Void) throws(SessionError) -> JoinedSession {
         let session = Session(url: url, token: token, timeout: timeout, allowInsecureTLS: allowInsecureTLS,
-                              trustedCertificatesFile: trustedCertificatesFile, logger: logger)
+                              trustedCertificatesFile: trustedCertificatesFile, rejoinWindow: rejoinWindow, logger: logger)
         try session.connect()
-        return JoinedSession(session: session, url: url, say: say)
+        let joined = JoinedSession(session: session, url: url, say: say)
+        session.delegate = joined
+        return joined
+    }
+
+    /// The session's own comings and goings; its streams' are told by `publish`'s events.
+    func session(_ session: Session, didReceive event: SessionEvent) {
+        switch event {
+        case .reconnecting(let reason):
+            say("session:   signalling lost (\(reason)); joining again for up to \(Int(session.rejoinWindow)) s")
+        case .reconnected(let connectionId, _):
+            say("session:   joined again as connection \(connectionId); publishing again")
+        default:
+            break
+        }
     }
 
     var isRelayed: Bool { session.mediaMode == .relayed }
@@ -41,6 +57,7 @@ final class JoinedSession: Sendable {
             case .subscriberLeft(let subscriber): say("session:   subscriber \(subscriber) left")
             case .subscriberGone(let subscriber, let reason): say("session:   subscriber \(subscriber) gone (\(reason))")
             case .ended(let reason): ended.withLock { $0 = $0 ?? reason }
+            case .republished(let stream): say("session:   stream \(stream) announced again")
             }
         }
         say(isRelayed ? "session:   stream \(id) announced in \(url) (relayed: subscribers' offers are answered here)"

@@ -98,8 +98,11 @@ struct PublishCommand: ParsableCommand {
 
     // Named apart from the camera's --reconnect (wait for a lost device), which publish also takes.
     @Flag(name: .customLong("whip-reconnect"), inversion: .prefixedNo,
-          help: "Reconnect to the WHIP server with backoff when an established session drops.")
+          help: "Reconnect to the WHIP server with backoff when an established session drops; with --session, join the session again (for up to 60 s) when its signalling drops.")
     var whipReconnect = true
+
+    /// How long `--session` keeps joining again after its signalling dropped, before publish ends (83).
+    static let sessionRejoinWindow = 60.0
 
     @Flag(help: "Offer loopback addresses as ICE candidates (server on the same host).")
     var loopbackCandidates = false
@@ -361,7 +364,9 @@ struct PublishCommand: ParsableCommand {
         do {
             _ = try Session.mediaMode(url: url, token: token ?? "", timeout: httpTimeout, trustedCertificatesFile: tlsCA)
             return try JoinedSession.join(url: url, token: token ?? "", timeout: httpTimeout, allowInsecureTLS: insecureTLS,
-                                          trustedCertificatesFile: tlsCA, logger: logger) { text in out.say(text) }
+                                          trustedCertificatesFile: tlsCA,
+                                          rejoinWindow: whipReconnect ? Self.sessionRejoinWindow : 0,
+                                          logger: logger) { text in out.say(text) }
         } catch {
             var reason = error.description
             if case .signalling(let e) = error { reason = e.description.hasPrefix("WHIP: ") ? String(e.description.dropFirst(6)) : e.description }

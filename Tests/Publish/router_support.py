@@ -247,3 +247,106 @@ class SessionWatcher:
     def close(self):
         self._stop.set()
         self._thread.join(timeout=10)
+
+
+class CuttableLink:
+    """A TCP relay in front of the router, inside the test's namespace, whose open
+    connections the test can cut (both ends reset at once), as a network drop or a NAT
+    that forgot them would; new connections are relayed again straight away. A client
+    given the relay's port sends its signalling WebSocket and its WHIP/WHEP requests
+    through it; its media (UDP) goes straight to the router's candidates.
+
+    One thread relays everything with select(), so `cut` happens between two reads and
+    no socket is closed under a thread blocked on it. Every wait has a timeout; a relay
+    that cannot start fails the test."""
+
+    def __init__(self, net, target_port, port):
+        self.net = net
+        self.port = port
+        self.target_port = target_port
+        self.accepted = 0
+        self.cut_connections = 0
+        self.error = None
+        self._stop = threading.Event()
+        self._cut_asked = threading.Event()
+        self._cut_done = threading.Event()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        if not self._ready.wait(WAIT) or self.error:
+            raise AssertionError(f"the TCP relay on port {port} did not start: {self.error!r}")
+
+    def _run(self):
+        import selectors
+        import socket
+        import struct
+        peers = {}
+        selector = selectors.DefaultSelector()
+
+        def drop(sock, reset=False):
+            if reset:   # SO_LINGER 0: close() sends RST, not FIN
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            selector.unregister(sock)
+            sock.close()
+
+        try:
+            enter_namespace(self.net)
+            server = socket.create_server((self.net.addr, self.port))
+            selector.register(server, selectors.EVENT_READ, None)
+        except BaseException as e:   # reported by __init__
+            self.error = e
+            self._ready.set()
+            return
+        self._ready.set()
+        try:
+            while not self._stop.is_set():
+                if self._cut_asked.is_set():
+                    self.cut_connections += len(peers) // 2
+                    for sock in list(peers):
+                        drop(sock, reset=True)
+                    peers.clear()
+                    self._cut_asked.clear()
+                    self._cut_done.set()
+                for key, _ in selector.select(0.1):
+                    if key.data is None:
+                        client, _ = server.accept()
+                        upstream = socket.create_connection((self.net.addr, self.target_port), timeout=WAIT)
+                        upstream.settimeout(None)
+                        peers[client], peers[upstream] = upstream, client
+                        selector.register(client, selectors.EVENT_READ, "peer")
+                        selector.register(upstream, selectors.EVENT_READ, "peer")
+                        self.accepted += 1
+                        continue
+                    sock = key.fileobj
+                    if sock not in peers:
+                        continue
+                    try:
+                        data = sock.recv(65536)
+                        if data:
+                            peers[sock].sendall(data)
+                            continue
+                    except OSError:
+                        pass
+                    other = peers.pop(sock)
+                    peers.pop(other, None)
+                    drop(sock)
+                    drop(other)
+        except BaseException as e:   # reported by cut and close
+            self.error = e
+        finally:
+            for sock in list(peers):
+                drop(sock)
+            server.close()
+
+    def cut(self):
+        """Resets every connection open through the relay; returns how many there were."""
+        before = self.cut_connections
+        self._cut_done.clear()
+        self._cut_asked.set()
+        assert self._cut_done.wait(WAIT), f"the TCP relay did not cut within {WAIT} s (error {self.error!r})"
+        return self.cut_connections - before
+
+    def close(self):
+        self._stop.set()
+        self._thread.join(timeout=WAIT)
+        assert self.error is None, f"the TCP relay failed: {self.error!r}"

@@ -50,10 +50,33 @@ struct SessionPublishingTests {
         #expect(alone.flatMap(Self.signalingError)?.kind == .refused)
         #expect(alone.flatMap(Self.signalingError)?.description.contains("Session.publish") == true)
         // Prepared, it really goes to the router: nobody listens on port 1.
-        signaling.prepare(query: "connectionId=c")
+        signaling.prepare(connectionId: "c", options: [])
         let sent = #expect(throws: PublisherError.self) { _ = try signaling.publish(offer: "v=0\r\n") }
         #expect(sent.flatMap(Self.signalingError)?.kind == .unreachable)
         #expect(signaling.streamId == nil)
+    }
+
+    @Test("a rejoined session's publisher offers under the new connection, with the same name and options")
+    func rejoinedSignalingNamesTheNewConnection() {
+        let signaling = SessionPublishSignaling(sessionURL: "http://127.0.0.1:1/v2/sessions/s", token: "t", timeout: 1,
+                                                allowInsecureTLS: false, trustedCertificatesFile: nil, logger: .init(label: "test"))
+        #expect(signaling.query == nil)
+        signaling.prepare(connectionId: "old", options: ["name=door", "publishCaptions=true"])
+        #expect(signaling.query == "connectionId=old&name=door&publishCaptions=true")
+        signaling.rejoined(connectionId: "new")
+        #expect(signaling.query == "connectionId=new&name=door&publishCaptions=true")
+    }
+
+    @Test("a relayed stream announced again is found by its new id only")
+    func relayedStreamAnnouncedAgain() throws {
+        let publications = SessionPublications()
+        let first = try publisher()
+        #expect(publications.add(.init(publisher: first, relayed: true, streamId: "A", name: "door", publishCaptions: false,
+                                       onEvent: { _ in })))
+        publications.setStreamId("A2", of: first)
+        #expect(publications.publication(streamId: "A") == nil)
+        #expect(publications.publication(streamId: "A2")?.publisher === first)
+        #expect(publications.publication(streamId: "A2")?.name == "door")
     }
 
     @Test("a relayed stream is found by its id, its subscribers by theirs; the session's end is told once, and ends publishing")
@@ -62,8 +85,10 @@ struct SessionPublishingTests {
         let first = try publisher(), second = try publisher()
         let heard = PThreadLocked<[PublicationEvent]>([])
         let record: @Sendable (PublicationEvent) -> Void = { event in heard.withLock { $0.append(event) } }
-        #expect(publications.add(.init(publisher: first, relayed: true, streamId: "A", onEvent: record)))
-        #expect(publications.add(.init(publisher: second, relayed: true, streamId: "B", onEvent: record)))
+        #expect(publications.add(.init(publisher: first, relayed: true, streamId: "A", name: "", publishCaptions: false,
+                                       onEvent: record)))
+        #expect(publications.add(.init(publisher: second, relayed: true, streamId: "B", name: "", publishCaptions: false,
+                                       onEvent: record)))
         #expect(publications.publication(streamId: "B")?.publisher === second)
         #expect(publications.publication(streamId: "C") == nil)
 
@@ -82,6 +107,7 @@ struct SessionPublishingTests {
         publications.endAll(reason: "gone")
         publications.endAll(reason: "gone again")
         #expect(heard.withLock { $0 } == [.ended(reason: "gone")])
-        #expect(!publications.add(.init(publisher: first, relayed: true, streamId: "A2", onEvent: record)))
+        #expect(!publications.add(.init(publisher: first, relayed: true, streamId: "A2", name: "", publishCaptions: false,
+                                        onEvent: record)))
     }
 }

@@ -12,6 +12,9 @@ public enum PublicationEvent: Sendable, Equatable {
     case subscriberGone(subscriberId: String, reason: String)
     /// The stream ended without `unpublish`: the router ended it, or the session's signalling ended.
     case ended(reason: String)
+    /// A relayed stream announced again, under a new id, after the session's signalling rejoined.
+    /// (A routed stream's new id comes with its publisher's `streamCreated`.)
+    case republished(streamId: String)
 }
 
 /// The streams this client publishes into its session, and (relayed) the
@@ -23,6 +26,9 @@ final class SessionPublications: Sendable {
         let relayed: Bool
         /// A relayed stream's id; a routed stream's is its signalling's (new on each reconnect).
         var streamId: String?
+        /// As `publish` was asked, to publish it again when the session rejoins.
+        let name: String
+        let publishCaptions: Bool
         let onEvent: @Sendable (PublicationEvent) -> Void
     }
 
@@ -84,6 +90,10 @@ final class SessionPublications: Sendable {
                 (p.streamId ?? s.madeHere[ObjectIdentifier(p.publisher)]?.streamId) == streamId
             }
         }
+    }
+
+    func setStreamId(_ streamId: String, of publisher: Publisher) {
+        state.withLock { $0.publications[ObjectIdentifier(publisher)]?.streamId = streamId }
     }
 
     func addViewer(subscriberId: String, publisher: Publisher, viewerId: String) {

@@ -20,9 +20,13 @@ final class SessionPublishSignaling: PublisherSignaling {
     private let state = PThreadLocked<State>(State())
 
     private struct State {
-        var query: String?
+        /// The connection the stream belongs to (new when the session rejoins), and the rest of the query.
+        var connectionId: String?
+        var options: [String] = []
         var whip: WHIPSignaling?
         var streamId: String?
+
+        var query: String? { connectionId.map { (["connectionId=" + $0] + options).joined(separator: "&") } }
     }
 
     init(sessionURL: String, token: String, timeout: Double, allowInsecureTLS: Bool, trustedCertificatesFile: String?,
@@ -35,8 +39,20 @@ final class SessionPublishSignaling: PublisherSignaling {
         self.logger = logger
     }
 
-    /// What the publish endpoint is told along with each offer.
-    func prepare(query: String) { state.withLock { $0.query = query } }
+    /// What the publish endpoint is told along with each offer: the
+    /// connection, and `options` (name, captions, audio fallback) as query items.
+    func prepare(connectionId: String, options: [String]) {
+        state.withLock { s in
+            s.connectionId = connectionId
+            s.options = options
+        }
+    }
+
+    /// The session rejoined under a new connection: the next offer belongs to it.
+    func rejoined(connectionId: String) { state.withLock { $0.connectionId = connectionId } }
+
+    /// The query the next offer goes with (nil until `prepare`).
+    var query: String? { state.withLock { $0.query } }
 
     /// The stream the router made of the last offer.
     var streamId: String? { state.withLock { $0.streamId } }

@@ -43,12 +43,13 @@ extension Session {
             guard let signaling = publications.signaling(of: publisher) else {
                 throw .unusablePublisher("a routed session takes a publisher made by its makePublisher: its media goes to the router over WHIP")
             }
-            var query = ["connectionId=" + connectionId]
-            if !name.isEmpty { query.append("name=" + Self.queryEncoded(name)) }
-            if publishCaptions { query.append("publishCaptions=true") }
-            if !audioFallback { query.append("audioFallback=false") }
-            signaling.prepare(query: query.joined(separator: "&"))
-            guard publications.add(.init(publisher: publisher, relayed: false, streamId: nil, onEvent: onEvent)) else {
+            var options = [String]()
+            if !name.isEmpty { options.append("name=" + Self.queryEncoded(name)) }
+            if publishCaptions { options.append("publishCaptions=true") }
+            if !audioFallback { options.append("audioFallback=false") }
+            signaling.prepare(connectionId: connectionId, options: options)
+            guard publications.add(.init(publisher: publisher, relayed: false, streamId: nil, name: name,
+                                         publishCaptions: publishCaptions, onEvent: onEvent)) else {
                 throw .notConnected
             }
             do { try publisher.publish() } catch {
@@ -69,7 +70,8 @@ extension Session {
             let streamId = try announceRelayedStream(name: name, hasAudio: media.audio, hasVideo: media.video,
                                                      width: media.captureSize?.width ?? 0, height: media.captureSize?.height ?? 0,
                                                      publishCaptions: publishCaptions)
-            guard publications.add(.init(publisher: publisher, relayed: true, streamId: streamId, onEvent: onEvent)) else {
+            guard publications.add(.init(publisher: publisher, relayed: true, streamId: streamId, name: name,
+                                         publishCaptions: publishCaptions, onEvent: onEvent)) else {
                 try? endRelayedStream(streamId: streamId)
                 throw .notConnected
             }
@@ -128,6 +130,34 @@ extension Session {
             publications.endAll(reason: "the session's signalling ended: \(reason)")
         default:
             break
+        }
+    }
+
+    /// The session's signalling rejoined as `connectionId` after it dropped.
+    /// The router ended this client's streams with the old connection, so
+    /// each is published again under the new one: a routed publisher makes a
+    /// new WHIP exchange at once, a relayed stream is announced again. Each
+    /// publication hears its new stream id (`republished`) or why it could
+    /// not be published again (`ended`).
+    func publishAgain(connectionId: String) {
+        for publication in publications.all {
+            let publisher = publication.publisher
+            if !publication.relayed, let signaling = publications.signaling(of: publisher) {
+                signaling.rejoined(connectionId: connectionId)
+                publisher.renewConnection()
+                continue
+            }
+            let media = publisher.media
+            do {
+                let streamId = try announceRelayedStream(
+                    name: publication.name, hasAudio: media.audio, hasVideo: media.video,
+                    width: media.captureSize?.width ?? 0, height: media.captureSize?.height ?? 0,
+                    publishCaptions: publication.publishCaptions)
+                publications.setStreamId(streamId, of: publisher)
+                publication.onEvent(.republished(streamId: streamId))
+            } catch {
+                publication.onEvent(.ended(reason: "the stream could not be announced again after the session rejoined: \(error)"))
+            }
         }
     }
 

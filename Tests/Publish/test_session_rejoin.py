@@ -1,0 +1,107 @@
+"""`camagent publish --session` when its signalling drops.
+
+A TCP relay (router_support.CuttableLink) sits between camagent and the router; the test
+resets every connection through it, as a network drop would. The router then ends the
+publisher's connection and its stream (networkDisconnected). camagent joins the session
+again under a new connection and publishes again: a new stream, which an aiortc subscriber
+decodes, and publish runs to its end with exit 0. In a routed session the publisher makes a
+new WHIP exchange; in a relayed one it announces the stream again and answers the
+subscriber's offer, passed on over the new WebSocket. Without --whip-reconnect the same drop
+ends publish with 83. Everything runs in the test's own network namespace; every wait has
+a timeout; nothing asserts on time.
+"""
+import time
+
+import pytest
+
+from publish_support import EXIT_CONNECTION, check_video
+from router_support import ROUTER_PORT, CuttableLink, Router, SessionWatcher
+from test_router_media import WATCH, start_camagent_publisher, start_subscriber, subscriber_result
+
+RELAY_PORT = ROUTER_PORT + 1
+
+
+def output(proc):
+    """What publish said: its JSON lines (stdout), then its messages (stderr, where session lines go)."""
+    return "".join(proc.output) + open(proc.log_path).read()
+
+
+def wait_until_published(proc, mode, timeout=60):
+    """Waits for publish's JSON state that says the stream is up, so the cut drops an
+    established stream, not one still connecting: routed, `connected` (its media flows to
+    the router); relayed, `serving` (it answers subscribers' offers itself)."""
+    state = '"state":"connected"' if mode == "routed" else '"state":"serving"'
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(state in line for line in list(proc.output)):
+            return
+        assert proc.poll() is None, output(proc)[-3000:]
+        time.sleep(0.2)
+    raise AssertionError(f"publish did not connect within {timeout} s:\n{output(proc)[-3000:]}")
+
+
+@pytest.mark.parametrize("mode", ["routed", "relayed"])
+def test_publish_joins_its_session_again_when_the_signalling_drops(net, workdir, mode):
+    router = Router(net, workdir)
+    session = router.create_session(*(["--relayed"] if mode == "relayed" else []))
+    link = CuttableLink(net, ROUTER_PORT, RELAY_PORT)
+    watcher = SessionWatcher(net, router.session_url(session), router.token(session, "subscriber"))
+    try:
+        watcher.wait_for("connected")
+        through_link = f"http://{net.addr}:{RELAY_PORT}/v2/sessions/{session}"
+        publisher = start_camagent_publisher(net, workdir, through_link, router.token(session, "publisher"), duration=45)
+        first = watcher.wait_for("streamCreated", timeout=60)["stream"]
+        wait_until_published(publisher, mode)
+
+        assert link.cut() >= 1, "nothing was open through the relay"
+        gone = watcher.wait_for("connectionDestroyed", lambda m: m["connectionId"] == first["connectionId"])
+        assert gone["reason"] == "networkDisconnected", gone
+        ended = watcher.wait_for("streamDestroyed", lambda m: m["streamId"] == first["streamId"])
+        assert ended["reason"] == "networkDisconnected", ended
+
+        # Joined again: a new connection, and the camera's stream published again under it.
+        again = watcher.wait_for("streamCreated", lambda m: m["stream"]["streamId"] != first["streamId"],
+                                 timeout=60)["stream"]
+        assert again["connectionId"] != first["connectionId"], (first, again)
+        assert (again["hasVideo"], again["hasAudio"]) == (True, True), again
+        assert publisher.poll() is None, output(publisher)
+
+        subscriber = start_subscriber(net, workdir, f"{router.session_url(session)}/streams/{again['streamId']}/subscribe",
+                                      router.token(session, "subscriber"), "after-rejoin")
+        summary = subscriber_result(subscriber, router)
+        check_video(summary["video"][0], duration=WATCH - 2, fps=15, codec="VP8")
+
+        publisher.wait(timeout=90)
+        text = output(publisher)
+        assert publisher.returncode == 0, (publisher.returncode, text[-3000:])
+        assert "joining again" in text and "joined again as connection" in text, text[-3000:]
+        assert router.streams(session) == [], router.log()
+    finally:
+        watcher.close()
+        link.close()
+
+
+def test_without_reconnecting_a_dropped_session_ends_publish_with_83(net, workdir):
+    router = Router(net, workdir)
+    session = router.create_session()
+    link = CuttableLink(net, ROUTER_PORT, RELAY_PORT)
+    watcher = SessionWatcher(net, router.session_url(session), router.token(session, "subscriber"))
+    try:
+        watcher.wait_for("connected")
+        through_link = f"http://{net.addr}:{RELAY_PORT}/v2/sessions/{session}"
+        publisher = start_camagent_publisher(net, workdir, through_link, router.token(session, "publisher"),
+                                             duration=45, extra=["--no-whip-reconnect"])
+        first = watcher.wait_for("streamCreated", timeout=60)["stream"]
+        wait_until_published(publisher, "routed")
+        assert link.cut() >= 1, "nothing was open through the relay"
+        watcher.wait_for("streamDestroyed", lambda m: m["streamId"] == first["streamId"])
+        publisher.wait(timeout=30)
+        text = output(publisher)
+        assert publisher.returncode == EXIT_CONNECTION, (publisher.returncode, text[-3000:])
+        assert "joining again" not in text, text[-3000:]
+        # Nothing was published again.
+        assert [m for m in watcher.messages if m.get("type") == "streamCreated"] == [
+            {"type": "streamCreated", "stream": first}], watcher.messages
+    finally:
+        watcher.close()
+        link.close()
