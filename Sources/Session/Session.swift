@@ -19,8 +19,9 @@ public protocol SessionDelegate: AnyObject, Sendable {
 /// router every few seconds, so a dead path is found even when no socket
 /// error comes. With a `rejoinWindow`, a WebSocket that drops (not a forced
 /// disconnect) is opened again within that time: `reconnecting`, then
-/// `reconnected` under a new connection id, and this client's streams are
-/// published again (the router ended them with the old connection).
+/// `reconnected` under a new connection id; this client's streams are
+/// published again (the router ended them with the old connection) and its
+/// subscribers say their settings again (their media goes on meanwhile).
 public final class Session: Sendable {
     /// `http(s)://HOST:PORT/v2/sessions/SID`.
     public let sessionURL: String
@@ -430,6 +431,8 @@ public final class Session: Sendable {
                 logger.notice("session joined again as connection \(joined.connectionId)")
                 deliver(.reconnected(connectionId: joined.connectionId, streams: joined.streams))
                 publishAgain(connectionId: joined.connectionId)
+                // Subscribers' media never went through the signalling; their settings are the new connection's to say.
+                for subscriber in subscribers.withLock({ $0.compactMap(\.subscriber) }) { subscriber.repeatSettings() }
                 return .rejoined(joined.socket)
             } catch {
                 lastError = error.description

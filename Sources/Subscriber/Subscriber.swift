@@ -150,6 +150,11 @@ public final class Subscriber: Sendable {
         control.withLock { $0.settingsHandler = handler }
     }
 
+    /// Says subscribeToAudio/Video/Captions and the preferred frame rate
+    /// again through `onSettingsChange`: its `Session` joined again under a new
+    /// connection, and the router keeps them per connection.
+    public func repeatSettings() { settingsChanged() }
+
     /// What the router's signalling said about this subscriber (audio
     /// fallback, captions), from its `Session`: passed on as the subscriber's
     /// own event. Captions go only while subscribeToCaptions is on.

@@ -143,9 +143,10 @@ struct SubscribeCommand: ParsableCommand {
         // With --session: the session's signalling, for the stream's comings and goings and their reasons.
         var joined: (session: Session, stream: SessionStream, watch: SessionWatch)?
         if let session, let token {
+            // The signalling rejoins within the media's own reconnect window.
             let client = Session(url: session, token: token, timeout: httpTimeout, allowInsecureTLS: insecureTLS, trustedCertificatesFile: tlsCA,
-                                 logger: logger)
-            let watch = SessionWatch()
+                                 rejoinWindow: reconnectWindow, logger: logger)
+            let watch = SessionWatch { event in out.signalling(event) }
             client.delegate = watch
             do { try client.connect() } catch { throw fail(error) }
             let chosen = try choose(in: client, out: out)
@@ -292,6 +293,11 @@ enum StdinControl {
 /// Follows the session's events for the subscribed stream: its end's
 /// reason, and its publisher turning video off and on.
 final class SessionWatch: SessionDelegate {
+    /// The signalling's own comings and goings (rejoining), to print.
+    private let onSignalling: @Sendable (SessionEvent) -> Void
+
+    init(onSignalling: @escaping @Sendable (SessionEvent) -> Void) { self.onSignalling = onSignalling }
+
     private struct Followed {
         var streamId: String?
         var ended: String?
@@ -306,6 +312,8 @@ final class SessionWatch: SessionDelegate {
 
     func session(_ session: Session, didReceive event: SessionEvent) {
         switch event {
+        case .reconnecting, .reconnected, .disconnected:
+            onSignalling(event)
         case .streamDestroyed(let id, let reason):
             state.withLock { s in if s.streamId == id { s.ended = reason } }
         case .streamPropertyChanged(let id, "hasVideo", _, let value):
@@ -420,6 +428,20 @@ final class SubscriberPrinter: Sendable {
         var isFinal: Bool
         /// CLOCK_MONOTONIC seconds at arrival (Python's time.monotonic()), for latency measurements.
         var monotonic: Double
+    }
+
+    /// The session's signalling dropped, joined again, or ended (the media goes on meanwhile).
+    func signalling(_ event: SessionEvent) {
+        switch event {
+        case .reconnecting(let reason):
+            say(EventLine(event: "signalling", state: "reconnecting", reason: reason), "session:   signalling lost (\(reason)); joining again")
+        case .reconnected(let connectionId, _):
+            say(EventLine(event: "signalling", state: "reconnected", reason: connectionId), "session:   joined again as connection \(connectionId)")
+        case .disconnected(let reason) where reason != "disconnected":   // not this client's own disconnect
+            say(EventLine(event: "signalling", state: "disconnected", reason: reason), "session:   signalling ended (\(reason))")
+        default:
+            break
+        }
     }
 
     /// The stream's captions started (hasCaptions true) or stopped.

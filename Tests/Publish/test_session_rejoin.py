@@ -7,13 +7,18 @@ again under a new connection and publishes again: a new stream, which an aiortc 
 decodes, and publish runs to its end with exit 0. In a routed session the publisher makes a
 new WHIP exchange; in a relayed one it announces the stream again and answers the
 subscriber's offer, passed on over the new WebSocket. Without --whip-reconnect the same drop
-ends publish with 83. Everything runs in the test's own network namespace; every wait has
-a timeout; nothing asserts on time.
+ends publish with 83. A `camagent subscribe --captions` through the relay joins again too,
+and the captions of the sentences spoken after the cut still reach it. Everything runs in
+the test's own network namespace; every wait has a timeout; nothing asserts on time.
 """
+import os
 import time
 
 import pytest
 
+from captions_support import file_event, json_events, load_sentences, speech_wav, start_captions, wait_for_event
+from captions_support import start_publisher as start_caption_publisher
+from captions_support import start_subscriber as start_caption_subscriber
 from publish_support import EXIT_CONNECTION, check_video
 from router_support import ROUTER_PORT, CuttableLink, Router, SessionWatcher
 from test_router_media import WATCH, start_camagent_publisher, start_subscriber, subscriber_result
@@ -104,4 +109,51 @@ def test_without_reconnecting_a_dropped_session_ends_publish_with_83(net, workdi
             {"type": "streamCreated", "stream": first}], watcher.messages
     finally:
         watcher.close()
+        link.close()
+
+
+def test_a_subscriber_joins_again_and_its_captions_go_on(net, workdir):
+    """`camagent subscribe --session --captions` through the relay: after the cut its media goes
+    on (it never went through the signalling), the session joins again, the subscriber says its
+    settings on the new connection (the router keeps them per connection), and the finals of
+    the sentences spoken after the rejoin reach it."""
+    spoken = speech_wav(os.path.join(workdir, "speech.wav"), load_sentences()[:4], lead_in=6.0, gap=1.2)
+    router = Router(net, workdir)
+    session = router.create_session()
+    link = CuttableLink(net, ROUTER_PORT, RELAY_PORT)
+    context = lambda: "\n--- router\n" + router.log()  # noqa: E731
+    through_link = f"http://{net.addr}:{RELAY_PORT}/v2/sessions/{session}"
+    subscriber = start_caption_subscriber(net, workdir, through_link, router.token(session, "subscriber"), duration=150)
+    publisher = None
+    try:
+        publisher = start_caption_publisher(net, workdir, router.session_url(session), router.token(session, "publisher"),
+                                            spoken.path, "--captions", duration=int(spoken.duration + 60))
+        wait_for_event(subscriber, lambda e: e.get("event") == "state" and e.get("state") == "connected",
+                       "state connected line", 60, context, needs=[publisher])
+        status, answer = start_captions(net, router, session, router.project_token(),
+                                        {"languageCode": "en-US", "partialCaptions": True, "maxDuration": 600})
+        assert status == 202, (status, answer, router.log())
+        wait_for_event(subscriber, lambda e: e.get("event") == "caption" and e["isFinal"], "first final", 90, context)
+
+        assert link.cut() >= 1, "nothing was open through the relay"
+        wait_for_event(subscriber, lambda e: e.get("event") == "signalling" and e.get("state") == "reconnected",
+                       "signalling reconnected line", 60, context)
+        file_event(publisher, "fileEnded", spoken.duration + 60, context)
+        # A final that came after the rejoin: the router sends captions to the new connection.
+        deadline = time.monotonic() + 90
+        while True:
+            events = json_events(subscriber)
+            rejoined = next(i for i, e in enumerate(events)
+                            if e.get("event") == "signalling" and e.get("state") == "reconnected")
+            if any(e.get("event") == "caption" and e["isFinal"] for e in events[rejoined + 1:]):
+                break
+            assert time.monotonic() < deadline and subscriber.poll() is None, \
+                ("no final after the rejoin", [e for e in events if e.get("event") != "stats"][-30:], context())
+            time.sleep(0.2)
+        assert not any(e.get("event") == "state" and e.get("state") in ("disconnected", "failed") for e in events), \
+            [e for e in events if e.get("event") != "stats"][-30:]
+    finally:
+        net.stop(subscriber)
+        if publisher:
+            net.stop(publisher)
         link.close()
