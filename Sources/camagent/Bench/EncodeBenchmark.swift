@@ -3,6 +3,7 @@ import Encoders
 import Foundation
 import MediaTypes
 import PixelConversion
+import Publisher
 
 /// What one encoder spent on the test pattern (`camagent bench --encode`).
 struct EncodeBenchResult: Encodable {
@@ -12,6 +13,8 @@ struct EncodeBenchResult: Encodable {
     var frames: Int
     /// Encoding threads (libvpx's choice for this size on this machine; OpenH264 runs on one).
     var threads: Int
+    /// VP8's temporal layers, as publish encodes them (1 for H.264).
+    var temporalLayers: Int
     /// User + system CPU of the whole process (the encoder's own threads
     /// included) per frame, over the encoding loop only.
     var cpuMillisecondsPerFrame: Double
@@ -46,11 +49,15 @@ struct EncodeBenchmark {
         }
         let encode: (VideoFrame, (EncodedVideoFrame) -> Void) throws -> Void
         let threads: Int
+        var layers = 1
         switch codec {
         case .vp8:
-            let encoder = try VP8Encoder(size: size, framesPerSecond: framesPerSecond, bitrateKbps: bitrateKbps)
+            // As publish encodes: its default temporal layers (a subscriber may take the base layer alone).
+            let encoder = try VP8Encoder(size: size, framesPerSecond: framesPerSecond, bitrateKbps: bitrateKbps,
+                                         temporalLayers: PublisherSettings().videoTemporalLayers)
             encode = { frame, out in try encoder.encode(frame, forceKeyframe: false, out) }
             threads = encoder.threads
+            layers = encoder.temporalLayers
         case .h264:
             let encoder = try H264Encoder(size: size, framesPerSecond: framesPerSecond, bitrateKbps: bitrateKbps)
             encode = { frame, out in try encoder.encode(frame, forceKeyframe: false, out) }
@@ -69,6 +76,7 @@ struct EncodeBenchmark {
         let cpu = ProcessCPU.seconds() - cpuBefore
         return EncodeBenchResult(
             codec: codec.rawValue, width: size.width, height: size.height, frames: frames, threads: threads,
+            temporalLayers: layers,
             cpuMillisecondsPerFrame: cpu * 1000 / Double(frames),
             wallMillisecondsPerFrame: wall * 1000 / Double(frames),
             keyframes: keyframes,
