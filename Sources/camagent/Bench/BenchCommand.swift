@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Publisher
 import MediaTypes
 import PixelConversion
 
@@ -47,11 +48,15 @@ struct BenchCommand: ParsableCommand {
     @Option(help: "Encoder target bitrate in kbit/s.")
     var bitrate = 1500
 
+    @Option(help: "VP8's temporal layers, 1 or 2 (default: publish's, 2).")
+    var temporalLayers = PublisherSettings().videoTemporalLayers
+
     @Flag(help: "Print the results as one JSON object.")
     var json = false
 
     func validate() throws {
         guard frames > 0, rounds > 0 else { throw ValidationError("--frames and --rounds must be positive") }
+        guard (1...2).contains(temporalLayers) else { throw ValidationError("--temporal-layers must be 1 or 2") }
         guard encodeFrames > 0, bitrate > 0 else { throw ValidationError("--encode-frames and --bitrate must be positive") }
     }
 
@@ -72,7 +77,7 @@ struct BenchCommand: ParsableCommand {
         if let codec = encode {
             do {
                 result.encode = try EncodeBenchmark(codec: codec, size: size, frames: encodeFrames, framesPerSecond: 30,
-                                                    bitrateKbps: bitrate).run()
+                                                    bitrateKbps: bitrate, temporalLayers: temporalLayers).run()
             } catch {
                 printError("camagent: \(codec.rawValue) encoder: \(error)")
                 throw ExitCode(ExitCodes.driverError)

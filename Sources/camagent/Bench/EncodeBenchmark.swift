@@ -3,7 +3,6 @@ import Encoders
 import Foundation
 import MediaTypes
 import PixelConversion
-import Publisher
 
 /// What one encoder spent on the test pattern (`camagent bench --encode`).
 struct EncodeBenchResult: Encodable {
@@ -37,6 +36,8 @@ struct EncodeBenchmark {
     let frames: Int
     let framesPerSecond: Double
     let bitrateKbps: Int
+    /// VP8's temporal layers (publish encodes `PublisherSettings().videoTemporalLayers`).
+    let temporalLayers: Int
 
     func run() throws -> EncodeBenchResult {
         let renderer = TestPatternRenderer(width: size.width, height: size.height)
@@ -52,9 +53,8 @@ struct EncodeBenchmark {
         var layers = 1
         switch codec {
         case .vp8:
-            // As publish encodes: its default temporal layers (a subscriber may take the base layer alone).
             let encoder = try VP8Encoder(size: size, framesPerSecond: framesPerSecond, bitrateKbps: bitrateKbps,
-                                         temporalLayers: PublisherSettings().videoTemporalLayers)
+                                         temporalLayers: temporalLayers)
             encode = { frame, out in try encoder.encode(frame, forceKeyframe: false, out) }
             threads = encoder.threads
             layers = encoder.temporalLayers
