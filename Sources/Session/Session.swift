@@ -428,6 +428,8 @@ public final class Session: Sendable {
             do {
                 let joined = try openSignalling()
                 adopt(joined)
+                // `disconnect` came while joining: its reader ends with the new socket.
+                if stop.isStopRequested { return .rejoined(joined.socket) }
                 logger.notice("session joined again as connection \(joined.connectionId)")
                 deliver(.reconnected(connectionId: joined.connectionId, streams: joined.streams))
                 publishAgain(connectionId: joined.connectionId)
