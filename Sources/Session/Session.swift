@@ -217,6 +217,13 @@ public final class Session: Sendable {
     /// passes each subscriber's offer here as `subscribeOffer`.
     public func announceRelayedStream(name: String, hasAudio: Bool, hasVideo: Bool,
                                       width: Int, height: Int, publishCaptions: Bool = false) throws(SessionError) -> String {
+        try announceRelayed(name: name, hasAudio: hasAudio, hasVideo: hasVideo, width: width, height: height,
+                            publishCaptions: publishCaptions).streamId
+    }
+
+    /// `announceRelayedStream`, and the connection the stream was announced under.
+    func announceRelayed(name: String, hasAudio: Bool, hasVideo: Bool, width: Int, height: Int,
+                         publishCaptions: Bool) throws(SessionError) -> (streamId: String, connectionId: String) {
         guard let connectionId else { throw .notConnected }
         let body: [String: Any] = ["hasAudio": hasAudio, "hasVideo": hasVideo, "videoType": "camera",
                                    "width": width, "height": height]
@@ -231,7 +238,7 @@ public final class Session: Sendable {
         guard response.status == 201, let announced = try? JSONDecoder().decode(Announced.self, from: Data(response.body)) else {
             throw Self.refusal(response)
         }
-        return announced.streamId
+        return (announced.streamId, connectionId)
     }
 
     /// Ends a stream announced with `announceRelayedStream` (streamDestroyed, clientDisconnected).

@@ -31,18 +31,18 @@ def output(proc):
     return "".join(proc.output) + open(proc.log_path).read()
 
 
-def wait_until_published(proc, mode, timeout=60):
-    """Waits for publish's JSON state that says the stream is up, so the cut drops an
-    established stream, not one still connecting: routed, `connected` (its media flows to
-    the router); relayed, `serving` (it answers subscribers' offers itself)."""
-    state = '"state":"connected"' if mode == "routed" else '"state":"serving"'
+def wait_until_published(proc, timeout=60):
+    """Waits until publish says its stream is published ("stream ID published into" routed,
+    "announced in" relayed: publish returned), so the cut drops an established stream, not a
+    publish still under way (a drop then fails publish, as a refusal would)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if any(state in line for line in list(proc.output)):
+        said = open(proc.log_path).read()
+        if "session:   stream " in said and (" published into " in said or " announced in " in said):
             return
         assert proc.poll() is None, output(proc)[-3000:]
         time.sleep(0.2)
-    raise AssertionError(f"publish did not connect within {timeout} s:\n{output(proc)[-3000:]}")
+    raise AssertionError(f"publish did not say its stream was published within {timeout} s:\n{output(proc)[-3000:]}")
 
 
 @pytest.mark.parametrize("mode", ["routed", "relayed"])
@@ -56,7 +56,7 @@ def test_publish_joins_its_session_again_when_the_signalling_drops(net, workdir,
         through_link = f"http://{net.addr}:{RELAY_PORT}/v2/sessions/{session}"
         publisher = start_camagent_publisher(net, workdir, through_link, router.token(session, "publisher"), duration=45)
         first = watcher.wait_for("streamCreated", timeout=60)["stream"]
-        wait_until_published(publisher, mode)
+        wait_until_published(publisher)
 
         assert link.cut() >= 1, "nothing was open through the relay"
         gone = watcher.wait_for("connectionDestroyed", lambda m: m["connectionId"] == first["connectionId"])
@@ -65,8 +65,12 @@ def test_publish_joins_its_session_again_when_the_signalling_drops(net, workdir,
         assert ended["reason"] == "networkDisconnected", ended
 
         # Joined again: a new connection, and the camera's stream published again under it.
-        again = watcher.wait_for("streamCreated", lambda m: m["stream"]["streamId"] != first["streamId"],
-                                 timeout=60)["stream"]
+        try:
+            again = watcher.wait_for("streamCreated", lambda m: m["stream"]["streamId"] != first["streamId"],
+                                     timeout=60)["stream"]
+        except AssertionError as e:
+            raise AssertionError(f"{e}\n--- publish (exit {publisher.poll()})\n{open(publisher.log_path).read()[-3000:]}"
+                                 f"\n--- router\n{router.log()}") from None
         assert again["connectionId"] != first["connectionId"], (first, again)
         assert (again["hasVideo"], again["hasAudio"]) == (True, True), again
         assert publisher.poll() is None, output(publisher)
@@ -97,7 +101,7 @@ def test_without_reconnecting_a_dropped_session_ends_publish_with_83(net, workdi
         publisher = start_camagent_publisher(net, workdir, through_link, router.token(session, "publisher"),
                                              duration=45, extra=["--no-whip-reconnect"])
         first = watcher.wait_for("streamCreated", timeout=60)["stream"]
-        wait_until_published(publisher, "routed")
+        wait_until_published(publisher)
         assert link.cut() >= 1, "nothing was open through the relay"
         watcher.wait_for("streamDestroyed", lambda m: m["streamId"] == first["streamId"])
         publisher.wait(timeout=30)

@@ -71,8 +71,11 @@ struct SessionPublishingTests {
     func relayedStreamAnnouncedAgain() throws {
         let publications = SessionPublications()
         let first = try publisher()
-        #expect(publications.add(.init(publisher: first, relayed: true, streamId: "A", name: "door", publishCaptions: false,
+        #expect(publications.add(.init(publisher: first, relayed: true, streamId: "A", name: "door", publishCaptions: false, connectionId: "c",
                                        onEvent: { _ in })))
+        // Moved to a new connection once: a rejoin and a publish under way do not both announce it.
+        #expect(publications.moveTo(first, connectionId: "c2"))
+        #expect(!publications.moveTo(first, connectionId: "c2"))
         publications.setStreamId("A2", of: first)
         #expect(publications.publication(streamId: "A") == nil)
         #expect(publications.publication(streamId: "A2")?.publisher === first)
@@ -85,9 +88,9 @@ struct SessionPublishingTests {
         let first = try publisher(), second = try publisher()
         let heard = PThreadLocked<[PublicationEvent]>([])
         let record: @Sendable (PublicationEvent) -> Void = { event in heard.withLock { $0.append(event) } }
-        #expect(publications.add(.init(publisher: first, relayed: true, streamId: "A", name: "", publishCaptions: false,
+        #expect(publications.add(.init(publisher: first, relayed: true, streamId: "A", name: "", publishCaptions: false, connectionId: "c",
                                        onEvent: record)))
-        #expect(publications.add(.init(publisher: second, relayed: true, streamId: "B", name: "", publishCaptions: false,
+        #expect(publications.add(.init(publisher: second, relayed: true, streamId: "B", name: "", publishCaptions: false, connectionId: "c",
                                        onEvent: record)))
         #expect(publications.publication(streamId: "B")?.publisher === second)
         #expect(publications.publication(streamId: "C") == nil)
@@ -107,7 +110,7 @@ struct SessionPublishingTests {
         publications.endAll(reason: "gone")
         publications.endAll(reason: "gone again")
         #expect(heard.withLock { $0 } == [.ended(reason: "gone")])
-        #expect(!publications.add(.init(publisher: first, relayed: true, streamId: "A2", name: "", publishCaptions: false,
+        #expect(!publications.add(.init(publisher: first, relayed: true, streamId: "A2", name: "", publishCaptions: false, connectionId: "c",
                                         onEvent: record)))
     }
 }

@@ -29,6 +29,8 @@ final class SessionPublications: Sendable {
         /// As `publish` was asked, to publish it again when the session rejoins.
         let name: String
         let publishCaptions: Bool
+        /// The connection its stream is published under (a rejoin moves it).
+        var connectionId: String
         let onEvent: @Sendable (PublicationEvent) -> Void
     }
 
@@ -89,6 +91,18 @@ final class SessionPublications: Sendable {
             s.publications.values.first { p in
                 (p.streamId ?? s.madeHere[ObjectIdentifier(p.publisher)]?.streamId) == streamId
             }
+        }
+    }
+
+    /// Records that the publisher's stream is to be published under
+    /// `connectionId`; false when it already is, or is not published here,
+    /// so that a rejoin and a `publish` under way do not both publish it again.
+    func moveTo(_ publisher: Publisher, connectionId: String) -> Bool {
+        state.withLock { s in
+            let key = ObjectIdentifier(publisher)
+            guard let current = s.publications[key]?.connectionId, current != connectionId else { return false }
+            s.publications[key]?.connectionId = connectionId
+            return true
         }
     }
 

@@ -49,9 +49,11 @@ extension Session {
             if !audioFallback { options.append("audioFallback=false") }
             signaling.prepare(connectionId: connectionId, options: options)
             guard publications.add(.init(publisher: publisher, relayed: false, streamId: nil, name: name,
-                                         publishCaptions: publishCaptions, onEvent: onEvent)) else {
+                                         publishCaptions: publishCaptions, connectionId: connectionId,
+                                         onEvent: onEvent)) else {
                 throw .notConnected
             }
+            catchUpWithRejoin(publisher, publishedUnder: connectionId)
             do { try publisher.publish() } catch {
                 _ = publications.remove(publisher)
                 throw .publisher(error)
@@ -67,14 +69,16 @@ extension Session {
                 do { try publisher.publish() } catch { throw .publisher(error) }
             }
             let media = publisher.media
-            let streamId = try announceRelayedStream(name: name, hasAudio: media.audio, hasVideo: media.video,
-                                                     width: media.captureSize?.width ?? 0, height: media.captureSize?.height ?? 0,
-                                                     publishCaptions: publishCaptions)
+            let (streamId, announcedUnder) = try announceRelayed(
+                name: name, hasAudio: media.audio, hasVideo: media.video, width: media.captureSize?.width ?? 0,
+                height: media.captureSize?.height ?? 0, publishCaptions: publishCaptions)
             guard publications.add(.init(publisher: publisher, relayed: true, streamId: streamId, name: name,
-                                         publishCaptions: publishCaptions, onEvent: onEvent)) else {
+                                         publishCaptions: publishCaptions, connectionId: announcedUnder,
+                                         onEvent: onEvent)) else {
                 try? endRelayedStream(streamId: streamId)
                 throw .notConnected
             }
+            catchUpWithRejoin(publisher, publishedUnder: announcedUnder)
             if publications.observeOnce(publisher) {
                 publisher.observeEvents { [weak self, weak publisher] event in
                     guard case .viewerLeft(let viewerId, let reason) = event, let self, let publisher else { return }
@@ -140,24 +144,37 @@ extension Session {
     /// publication hears its new stream id (`republished`) or why it could
     /// not be published again (`ended`).
     func publishAgain(connectionId: String) {
-        for publication in publications.all {
-            let publisher = publication.publisher
-            if !publication.relayed, let signaling = publications.signaling(of: publisher) {
-                signaling.rejoined(connectionId: connectionId)
-                publisher.renewConnection()
-                continue
-            }
-            let media = publisher.media
-            do {
-                let streamId = try announceRelayedStream(
-                    name: publication.name, hasAudio: media.audio, hasVideo: media.video,
-                    width: media.captureSize?.width ?? 0, height: media.captureSize?.height ?? 0,
-                    publishCaptions: publication.publishCaptions)
-                publications.setStreamId(streamId, of: publisher)
-                publication.onEvent(.republished(streamId: streamId))
-            } catch {
-                publication.onEvent(.ended(reason: "the stream could not be announced again after the session rejoined: \(error)"))
-            }
+        for publication in publications.all { publishAgain(publication, under: connectionId) }
+    }
+
+    /// A rejoin that came while `publish` was under way may have missed this
+    /// publication (not yet listed) or seen it published under the old
+    /// connection: it is published again under the current one. Whichever of
+    /// the two moves it first does it (`moveTo`), so it is done once.
+    private func catchUpWithRejoin(_ publisher: Publisher, publishedUnder: String) {
+        guard let now = connectionId, now != publishedUnder,
+              let publication = publications.all.first(where: { $0.publisher === publisher }) else { return }
+        publishAgain(publication, under: now)
+    }
+
+    private func publishAgain(_ publication: SessionPublications.Publication, under connectionId: String) {
+        let publisher = publication.publisher
+        guard publications.moveTo(publisher, connectionId: connectionId) else { return }
+        if !publication.relayed, let signaling = publications.signaling(of: publisher) {
+            signaling.rejoined(connectionId: connectionId)
+            publisher.renewConnection()
+            return
+        }
+        let media = publisher.media
+        do {
+            let (streamId, _) = try announceRelayed(
+                name: publication.name, hasAudio: media.audio, hasVideo: media.video,
+                width: media.captureSize?.width ?? 0, height: media.captureSize?.height ?? 0,
+                publishCaptions: publication.publishCaptions)
+            publications.setStreamId(streamId, of: publisher)
+            publication.onEvent(.republished(streamId: streamId))
+        } catch {
+            publication.onEvent(.ended(reason: "the stream could not be announced again after the session rejoined: \(error)"))
         }
     }
 
