@@ -125,6 +125,7 @@ void *malloc(size_t size) {
 
 void *calloc(size_t count, size_t size) {
     count_one();
+    maybe_trace();
     return __libc_calloc(count, size);
 }
 

@@ -9,7 +9,16 @@ and handing them to the connections). Each codec runs twice, short and long,
 so start-up and teardown (the encoder made at the first watched frame, the
 viewer's arrival and departure) cancel out: the difference divided by the
 difference in frames encoded is what one more frame costs on each thread. The
-bound is a count, not a time: it cannot flake on a busy machine.
+bound is a count, not a time.
+
+Start-up does not always cost the same: on a loaded machine the encoder
+thread's start-up made 58 allocations in one run and 66 in the next (VP8;
+traced with MALLOC_COUNTER_TRACE_AFTER, calloc included: none at all after
+5 s in either). That is one-off work (the first JSON line it prints, and
+Foundation's caches warmed by whichever thread comes first), not per frame. The
+long run is therefore long enough (over 200 more frames) that such a
+difference stays well under the bound, while one allocation per frame, or
+even one per ten frames, would still be far over it.
 
 The whole process still allocates per frame (the transport thread: SRTP and
 RTCP, BENCHMARKS.md); these two threads must not.
@@ -72,9 +81,9 @@ def thread_names(pid):
 @pytest.mark.parametrize("codec", ["vp8", "h264"])
 def test_publish_allocates_nothing_per_frame_on_the_capture_and_encoder_threads(net, workdir, counter, codec):
     short, short_frames = counted_publish(net, workdir, counter, codec, viewer_seconds=4)
-    long, long_frames = counted_publish(net, workdir, counter, codec, viewer_seconds=11)
+    long, long_frames = counted_publish(net, workdir, counter, codec, viewer_seconds=20)
     extra = long_frames - short_frames
-    assert extra >= 100, f"the long run should encode at least 100 more frames: {short_frames} → {long_frames}"
+    assert extra >= 200, f"the long run should encode at least 200 more frames: {short_frames} → {long_frames}"
     # The counter sees the encoder thread: it allocates while it starts (the encoder is made then).
     assert short["camagent-encode"] > 0, short
     for thread in THREADS:
