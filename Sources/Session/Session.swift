@@ -91,7 +91,7 @@ public final class Session: Sendable {
     public func connect() throws(SessionError) {
         let joined = try openSignalling()
         adopt(joined)
-        deliver(joined.event)
+        deliver(.connected(connectionId: joined.connectionId, capabilities: joined.capabilities, streams: joined.streams))
         let reader = StoppableThread(name: "camagent-session", signal: readerStop) { [self] stop in read(joined.socket, stop) }
         state.withLock { $0.reader = reader }
     }
@@ -99,7 +99,6 @@ public final class Session: Sendable {
     /// An open signalling WebSocket and what its `connected` said.
     private struct Joined {
         let socket: WebSocketConnection
-        let event: SessionEvent
         let connectionId: String
         let capabilities: SessionCapabilities
         let mediaMode: SessionMediaMode
@@ -134,12 +133,12 @@ public final class Session: Sendable {
                 socket.close()
                 throw .protocolError("the WebSocket closed before `connected`")
             }
-            guard let event = Self.parse(text), case .connected(let id, let capabilities, let streams) = event else {
+            guard case .connected(let id, let capabilities, let streams)? = Self.parse(text) else {
                 socket.close()
                 throw .protocolError("the first message is not `connected`: \(text.prefix(200))")
             }
             let mode = (try? JSONDecoder().decode(Incoming.self, from: Data(text.utf8)))?.mediaMode
-            return Joined(socket: socket, event: event, connectionId: id, capabilities: capabilities,
+            return Joined(socket: socket, connectionId: id, capabilities: capabilities,
                           mediaMode: mode.flatMap(SessionMediaMode.init(rawValue:)) ?? .routed, streams: streams)
         }
     }

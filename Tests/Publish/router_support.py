@@ -6,7 +6,10 @@ import asyncio
 import ctypes
 import json
 import os
+import selectors
+import socket
 import ssl
+import struct
 import threading
 import time
 import urllib.error
@@ -277,9 +280,6 @@ class CuttableLink:
             raise AssertionError(f"the TCP relay on port {port} did not start: {self.error!r}")
 
     def _run(self):
-        import selectors
-        import socket
-        import struct
         peers = {}
         selector = selectors.DefaultSelector()
 
