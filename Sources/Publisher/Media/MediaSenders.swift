@@ -21,6 +21,10 @@ final class MediaSenders: Sendable {
     /// closure: a closure handed out of `withLock` is re-wrapped (allocated)
     /// on every frame.
     private let wake: PThreadLocked<WakeEvent?> = PThreadLocked(nil)
+    /// The connected transport's way out: packets queued here are sent from
+    /// the queueing thread at once, as far as the pacer lets them (nil: not
+    /// connected, or the transport thread sends everything).
+    private let outlet: PThreadLocked<(any PacketOutlet)?> = PThreadLocked(nil)
 
     init(state: MediaSendState, origin: MonotonicTimestamp) {
         self.state = PThreadLocked(state)
@@ -29,6 +33,11 @@ final class MediaSenders: Sendable {
 
     /// The transport thread's wake-up, signalled whenever packets are queued (nil: none).
     func setWake(_ event: WakeEvent?) { wake.withLock { $0 = event } }
+
+    /// The connected transport's outlet; `removeOutlet` takes it away only
+    /// if it is still the one given (a WHIP reconnect may set the next first).
+    func setOutlet(_ new: any PacketOutlet) { outlet.withLock { $0 = new } }
+    func removeOutlet(_ old: any PacketOutlet) { outlet.withLock { if $0 === old { $0 = nil } } }
 
     // MARK: Negotiation and connection state
 
@@ -108,8 +117,19 @@ final class MediaSenders: Sendable {
             }
             return true
         }
-        if queued { wake.withLock { $0 }?.signal() }
+        if queued { deliver() }
         return queued
+    }
+
+    /// Sends what the pacer lets out now on this thread; the transport thread
+    /// is woken only for what it holds back (a keyframe's tail), or when
+    /// there is no outlet yet.
+    private func deliver() {
+        if let outlet = outlet.withLock({ $0 }) {
+            outlet.sendDue(from: self, now: MonotonicTimestamp.now().seconds)
+            if state.withLock({ $0.pacer.isEmpty }) { return }
+        }
+        wake.withLock { $0 }?.signal()
     }
 
     // MARK: The transport thread's side

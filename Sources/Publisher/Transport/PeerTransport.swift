@@ -105,12 +105,15 @@ package final class PeerTransport: @unchecked Sendable {   // `run` state belong
     private let control = PThreadLocked<(thread: StoppableThread?, phase: Phase, selected: String?)>((nil, .checking, nil))
     /// Set on the router's receiving connections; nil on a sender's, which drops RTP.
     private let receiver: (any ReceivedRTPSink)?
+    /// The outbound SRTP and the selected pair, shared with the threads that
+    /// queue packets (they send through it without waking this one).
+    private let sendPath: SecuredSendPath
 
     // Transport-thread state.
     private var dtls: DTLSTransport?
-    private var outbound: SRTPSession?
     private var inbound: SRTPSession?
-    private var sendBuffer: [UInt8] = []
+    /// The pair `sendPath` sends on, as last given to it.
+    private var routedPair: (socket: Int, remote: TransportAddress)?
     private var rtcpBuffer: [UInt8] = []
     private var rtpBuffer: [UInt8] = []
     private var feedback: [RTCPPacket] = []
@@ -129,6 +132,7 @@ package final class PeerTransport: @unchecked Sendable {   // `run` state belong
         self.logger = logger
         self.onPhase = onPhase
         self.connectTimeout = connectTimeout
+        sendPath = SecuredSendPath(logger: logger)
         cname = "camagent-\(UInt32.random(in: 0...UInt32.max))"
         let credentials = ICEAgent.randomCredentials()
         iceUfrag = credentials.ufrag
@@ -168,7 +172,6 @@ package final class PeerTransport: @unchecked Sendable {   // `run` state belong
             awaitGathering(seconds: Self.gatheringWait)
         }
         localCandidates = agent.localCandidates
-        sendBuffer.reserveCapacity(PacketHistory.packetCapacity + SRTPSession.maximumTrailer)
         rtcpBuffer.reserveCapacity(1500)
         if receiver != nil {
             rtpBuffer.reserveCapacity(2048)
@@ -236,6 +239,8 @@ package final class PeerTransport: @unchecked Sendable {   // `run` state belong
             return c.thread
         }
         if let thread { thread.stop() } else { signal.requestStop() }
+        media.removeOutlet(sendPath)
+        sendPath.close()
         media.setWake(nil)
         agent.close()
     }
@@ -283,6 +288,7 @@ package final class PeerTransport: @unchecked Sendable {   // `run` state belong
             flushICE()
             advance(now: now, started: started)
             if phase == .connected {
+                followSelectedPair()
                 sendPaced(now: now)
                 if now >= nextRTCP {
                     if let receiver {
@@ -370,14 +376,18 @@ package final class PeerTransport: @unchecked Sendable {   // `run` state belong
             setPhase(.failed(.dtls(error)))
             return
         }
-        guard dtls.state == .connected, let profile = dtls.srtpProfile, let keys = dtls.srtpKeys else { return }
+        guard dtls.state == .connected, let profile = dtls.srtpProfile, let keys = dtls.srtpKeys,
+              let selected = agent.selected else { return }
         do {
-            outbound = try SRTPSession(profile: profile, key: keys.localKey, salt: keys.localSalt, direction: .outbound)
+            let outbound = try SRTPSession(profile: profile, key: keys.localKey, salt: keys.localSalt, direction: .outbound)
             inbound = try SRTPSession(profile: profile, key: keys.remoteKey, salt: keys.remoteSalt, direction: .inbound)
+            sendPath.open(srtp: outbound, socket: sockets[selected.socket], remote: selected.remote)
+            routedPair = selected
         } catch {
             setPhase(.failed(.srtp("\(error)")))
             return
         }
+        media.setOutlet(sendPath)
         logger.info("DTLS connected (\(dtls.role == .client ? "client" : "server")), SRTP \(profile)")
         media.requestKeyframe()
         nextRTCP = Self.now() + 0.2
@@ -418,18 +428,23 @@ package final class PeerTransport: @unchecked Sendable {   // `run` state belong
         if !feedback.isEmpty { sendRTCP(feedback) }
     }
 
-    /// Sends what the pacer lets out now: each packet is copied from the
-    /// history into the send buffer (SRTP encrypts in place; the history keeps
-    /// the clear packet for NACKs) and leaves on the selected pair.
+    /// Sends what the pacer lets out now (what the queueing thread left: the
+    /// pacer held it back).
     private func sendPaced(now: Double) {
-        guard let outbound, let selected = agent.selected else { return }
-        while media.takeNextPacket(now: now, into: &sendBuffer) {
-            do {
-                try outbound.protectRTP(&sendBuffer)
-                try sendBuffer.withUnsafeBytes { try sockets[selected.socket].send($0, to: selected.remote) }
-            } catch {
-                logger.debug("RTP not sent: \(error)")
-            }
+        sendPath.sendDue(from: media, now: now)
+    }
+
+    /// Keeps the send path on the pair ICE selected: a controlling peer may
+    /// nominate another, and when consent is lost there is none.
+    private func followSelectedPair() {
+        let selected = agent.selected
+        if selected?.socket == routedPair?.socket, selected?.remote == routedPair?.remote { return }
+        routedPair = selected
+        if let selected {
+            sendPath.move(socket: sockets[selected.socket], remote: selected.remote)
+        } else {
+            media.removeOutlet(sendPath)
+            sendPath.close()
         }
     }
 
@@ -448,15 +463,7 @@ package final class PeerTransport: @unchecked Sendable {   // `run` state belong
     }
 
     private func sendRTCP(_ packets: [RTCPPacket]) {
-        guard let outbound, let selected = agent.selected else { return }
-        var compound: [UInt8] = []
-        for packet in packets { packet.write(to: &compound) }
-        do {
-            try outbound.protectRTCP(&compound)
-            try compound.withUnsafeBytes { try sockets[selected.socket].send($0, to: selected.remote) }
-        } catch {
-            logger.debug("RTCP not sent: \(error)")
-        }
+        sendPath.sendRTCP(packets)
     }
 
     private func send(_ datagrams: [[UInt8]]) {
