@@ -341,6 +341,13 @@ public final class ICEAgent {
         return (pairs[p].socket, pairs[p].remote)
     }
 
+    /// Which pair `selected` is, as a number that changes when it does: a
+    /// transport loop can see whether to look again without copying the address.
+    public var selectedPairNumber: Int? {
+        guard let p = selectedPair, state == .connected || state == .disconnected else { return nil }
+        return p
+    }
+
     /// Stops everything; nothing more is sent and STUN that arrives is ignored.
     public func close() {
         guard state != .closed else { return }

@@ -31,7 +31,7 @@ struct PacketOutletTests {
     }
 
     static func connection() -> (MediaHub, MediaSenders, WakeEvent) {
-        let hub = MediaHub(videoBitrateCeiling: 1_000_000)
+        let hub = MediaHub(videoBitrateCeiling: 1_000_000, sendsOnQueueingThread: true)
         let senders = hub.makeSenders([(.audio, 111), (.video, 96)])
         hub.attach(senders)
         senders.setSending([.audio, .video])
@@ -96,5 +96,21 @@ struct PacketOutletTests {
         hub.send(MediaHubTests.batch(bytes: 80), kind: .audio, rtpTimestamp: 3, isKeyframe: true)
         #expect(next.taken.withLock { $0.count } == 1)
         #expect(Self.wasSignalled(wake))
+    }
+
+    @Test func anEncodersHubKeepsSendingOnTheTransportThread() throws {
+        // The encoder thread allocates nothing per frame, and SRTP would.
+        let hub = MediaHub(videoBitrateCeiling: 1_000_000)
+        let senders = hub.makeSenders([(.audio, 111)])
+        hub.attach(senders)
+        senders.setSending([.audio])
+        let wake = WakeEvent()
+        senders.setWake(wake)
+        let outlet = RecordingOutlet()
+        senders.setOutlet(outlet)
+        hub.send(MediaHubTests.batch(bytes: 80), kind: .audio, rtpTimestamp: 1, isKeyframe: true)
+        #expect(outlet.taken.withLock { $0.isEmpty })
+        #expect(Self.wasSignalled(wake))
+        #expect(try MediaHubTests.drain(senders).count == 1)
     }
 }

@@ -21,13 +21,21 @@ final class MediaHub: Sendable {
     let videoBitrateCeiling: Int
     /// The shortest time between two requested keyframes.
     static let keyframeSpacing: Duration = .milliseconds(500)
+    /// Whether the thread that hands frames to the hub also sends them out
+    /// (`PacketOutlet`). The router's: its receiving connection's thread
+    /// already decrypts, and waking every subscriber's thread for every frame
+    /// cost more than the sending. Not the encoders': SRTP (libsrtp2 over
+    /// NSS) allocates per packet, and the encoder thread allocates nothing
+    /// per frame; one wake-up per frame and connection is cheap there.
+    let sendsOnQueueingThread: Bool
 
     private let connections = PThreadLocked<[MediaSenders]>([])
     private let keyframes = PThreadLocked<(pending: Bool, last: MonotonicTimestamp?)>((true, nil))
 
-    init(videoBitrateCeiling: Int, origin: MonotonicTimestamp = .now()) {
+    init(videoBitrateCeiling: Int, origin: MonotonicTimestamp = .now(), sendsOnQueueingThread: Bool = false) {
         self.videoBitrateCeiling = videoBitrateCeiling
         self.origin = origin
+        self.sendsOnQueueingThread = sendsOnQueueingThread
     }
 
     /// A new outgoing stream for a connection, on the hub's RTP clock.
@@ -41,7 +49,7 @@ final class MediaHub: Sendable {
     func makeSenders(_ streams: [(kind: MediaKind, payloadType: UInt8)]) -> MediaSenders {
         MediaSenders(state: MediaSendState(streams: streams.map { makeStream(kind: $0.kind, payloadType: $0.payloadType) },
                                            videoBitrate: videoBitrateCeiling),
-                     origin: origin)
+                     origin: origin, takesOutlet: sendsOnQueueingThread)
     }
 
     func attach(_ senders: MediaSenders) { connections.withLock { $0.append(senders) } }

@@ -25,18 +25,25 @@ final class MediaSenders: Sendable {
     /// the queueing thread at once, as far as the pacer lets them (nil: not
     /// connected, or the transport thread sends everything).
     private let outlet: PThreadLocked<(any PacketOutlet)?> = PThreadLocked(nil)
+    /// False: the transport thread sends everything (`MediaHub.sendsOnQueueingThread`).
+    private let takesOutlet: Bool
 
-    init(state: MediaSendState, origin: MonotonicTimestamp) {
+    init(state: MediaSendState, origin: MonotonicTimestamp, takesOutlet: Bool = false) {
         self.state = PThreadLocked(state)
         self.origin = origin
+        self.takesOutlet = takesOutlet
     }
 
     /// The transport thread's wake-up, signalled whenever packets are queued (nil: none).
     func setWake(_ event: WakeEvent?) { wake.withLock { $0 = event } }
 
-    /// The connected transport's outlet; `removeOutlet` takes it away only
-    /// if it is still the one given (a WHIP reconnect may set the next first).
-    func setOutlet(_ new: any PacketOutlet) { outlet.withLock { $0 = new } }
+    /// The connected transport's outlet, kept only where the hub sends on
+    /// the queueing thread; `removeOutlet` takes it away only if it is still
+    /// the one given (a WHIP reconnect may set the next first).
+    func setOutlet(_ new: any PacketOutlet) {
+        guard takesOutlet else { return }
+        outlet.withLock { $0 = new }
+    }
     func removeOutlet(_ old: any PacketOutlet) { outlet.withLock { if $0 === old { $0 = nil } } }
 
     // MARK: Negotiation and connection state

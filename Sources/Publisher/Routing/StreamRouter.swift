@@ -84,7 +84,7 @@ public final class StreamRouter: Sendable {
         }
         guard streams.withLock({ $0[streamID] == nil }) else { throw .streamExists(streamID) }
 
-        let hub = MediaHub(videoBitrateCeiling: settings.videoBitrateCeiling)
+        let hub = MediaHub(videoBitrateCeiling: settings.videoBitrateCeiling, sendsOnQueueingThread: true)
         let frames = ForwardedFrames(
             hub: hub,
             codecs: .init(audioPayloadType: audio?.codec.payloadType, videoPayloadType: video?.codec.payloadType,

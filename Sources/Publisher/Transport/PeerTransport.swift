@@ -112,8 +112,8 @@ package final class PeerTransport: @unchecked Sendable {   // `run` state belong
     // Transport-thread state.
     private var dtls: DTLSTransport?
     private var inbound: SRTPSession?
-    /// The pair `sendPath` sends on, as last given to it.
-    private var routedPair: (socket: Int, remote: TransportAddress)?
+    /// The pair `sendPath` sends on, as last given to it (`ICEAgent.selectedPairNumber`).
+    private var routedPair: Int?
     private var rtcpBuffer: [UInt8] = []
     private var rtpBuffer: [UInt8] = []
     private var feedback: [RTCPPacket] = []
@@ -382,7 +382,7 @@ package final class PeerTransport: @unchecked Sendable {   // `run` state belong
             let outbound = try SRTPSession(profile: profile, key: keys.localKey, salt: keys.localSalt, direction: .outbound)
             inbound = try SRTPSession(profile: profile, key: keys.remoteKey, salt: keys.remoteSalt, direction: .inbound)
             sendPath.open(srtp: outbound, socket: sockets[selected.socket], remote: selected.remote)
-            routedPair = selected
+            routedPair = agent.selectedPairNumber
         } catch {
             setPhase(.failed(.srtp("\(error)")))
             return
@@ -437,10 +437,10 @@ package final class PeerTransport: @unchecked Sendable {   // `run` state belong
     /// Keeps the send path on the pair ICE selected: a controlling peer may
     /// nominate another, and when consent is lost there is none.
     private func followSelectedPair() {
-        let selected = agent.selected
-        if selected?.socket == routedPair?.socket, selected?.remote == routedPair?.remote { return }
-        routedPair = selected
-        if let selected {
+        let number = agent.selectedPairNumber
+        if number == routedPair { return }
+        routedPair = number
+        if let selected = agent.selected {
             sendPath.move(socket: sockets[selected.socket], remote: selected.remote)
         } else {
             media.removeOutlet(sendPath)
