@@ -4,7 +4,8 @@ import RTP
 /// Encode once, send to every connection: the encoders cut each frame into
 /// RTP payloads once and the hub hands them to every connection that is
 /// sending (the WHIP session, each viewer), which adds its own header, keeps
-/// its own history for NACKs and paces and encrypts on its own thread.
+/// its own history for NACKs and paces and encrypts on its own thread (in
+/// the router, on the thread that hands the frame over: `sendsOnQueueingThread`).
 ///
 /// The hub also merges what the receivers ask of the one encoder: keyframe
 /// requests (PLI, FIR, a new viewer) from any of them become at most one
