@@ -4,31 +4,48 @@ import Glibc
 
 /// An IP address (numeric IPv4 or IPv6, no scope) and a UDP port. The text is parsed
 /// once, when the address is made or its `ip` set, and the socket address kept, so
-/// sending to it parses nothing. Two addresses are equal when their text and port are.
+/// sending to it parses nothing. An address the kernel gave (a datagram's sender) is made into
+/// text only when asked: a router receives thousands of RTP packets a second and
+/// needs the sender's address only for STUN. Two addresses are equal when their
+/// text and port are.
 public struct TransportAddress: Hashable, Sendable, CustomStringConvertible {
-    public var ip: String {
-        didSet { socketAddress = SocketAddress(ip: ip, port: port) }
-    }
+    /// The text as given; nil for an address the kernel gave (`ip` makes it).
+    private var givenText: String?
     public var port: UInt16 {
         didSet { socketAddress?.port = port }
     }
-    /// `ip` and `port` as the kernel takes them; nil when `ip` is not numeric.
+    /// The address as the kernel takes it; nil when the given text is not numeric.
     private var socketAddress: SocketAddress?
 
     public init(ip: String, port: UInt16) {
-        self.ip = ip
+        givenText = ip
         self.port = port
         socketAddress = SocketAddress(ip: ip, port: port)
     }
 
-    /// A socket address the kernel gave; the text is inet_ntop's canonical form.
+    /// A socket address the kernel gave; its text is inet_ntop's canonical form.
     init(_ socketAddress: SocketAddress) {
-        ip = socketAddress.text
+        givenText = nil
         port = socketAddress.port
         self.socketAddress = socketAddress
     }
 
-    public var isIPv6: Bool { ip.contains(":") }
+    /// The address as text: as given, or inet_ntop's canonical form.
+    public var ip: String {
+        get { givenText ?? socketAddress?.text ?? "" }
+        set {
+            givenText = newValue
+            socketAddress = SocketAddress(ip: newValue, port: port)
+        }
+    }
+
+    public var isIPv6: Bool {
+        switch socketAddress {
+        case .v6?: true
+        case .v4?: false
+        case nil: givenText?.contains(":") ?? false
+        }
+    }
 
     /// `1.2.3.4:5` or `[::1]:5`.
     public var description: String { isIPv6 ? "[\(ip)]:\(port)" : "\(ip):\(port)" }

@@ -47,4 +47,22 @@ struct TransportAddressTests {
             #expect(got?.from == sender.local)
         }
     }
+
+    /// A sender's address from the kernel is made into text only when asked,
+    /// and then is the same value as the address written out.
+    @Test func aReceivedAddressReadsAsTheWrittenOne() throws {
+        let sender = try UDPSocket(bindingTo: "127.0.0.1")
+        let receiver = try UDPSocket(bindingTo: "127.0.0.1")
+        try [UInt8]([7]).withUnsafeBytes { try sender.send($0, to: receiver.local) }
+        var fds = [pollfd(fd: receiver.fileDescriptor, events: Int16(POLLIN), revents: 0)]
+        _ = poll(&fds, 1, 5000)
+        var buffer = [UInt8](repeating: 0, count: 8)
+        let from = try #require(try buffer.withUnsafeMutableBytes { try receiver.receive(into: $0) }?.from)
+        let written = TransportAddress(ip: "127.0.0.1", port: sender.local.port)
+        #expect(from == written && from.hashValue == written.hashValue)
+        #expect(from.ip == "127.0.0.1" && !from.isIPv6 && from.description == "127.0.0.1:\(sender.local.port)")
+        var moved = from
+        moved.port = receiver.local.port
+        #expect(moved == receiver.local)
+    }
 }
