@@ -336,7 +336,7 @@ public final class Session: Sendable {
             case .stopped:
                 // `disconnect` may have closed the socket before a rejoin replaced it.
                 socket.close()
-                end("disconnected")
+                end(SessionEvent.ownDisconnectReason)
                 return
             case .ended(let reason):
                 socket.close()
@@ -350,7 +350,7 @@ public final class Session: Sendable {
                 }
                 switch rejoin(after: reason, stop) {
                 case .rejoined(let next): socket = next
-                case .stopped: end("disconnected")
+                case .stopped: end(SessionEvent.ownDisconnectReason)
                     return
                 case .gaveUp(let why): end("\(reason); \(why)")
                     return

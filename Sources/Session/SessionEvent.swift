@@ -41,8 +41,12 @@ public enum SessionEvent: Sendable, Equatable {
     /// again under new ids: the router ended the old ones with the old connection.
     case reconnected(connectionId: String, streams: [SessionStream])
     /// The WebSocket ended (the router closed it, the network went and no
-    /// rejoin came in time, or `disconnect`).
+    /// rejoin came in time, or `disconnect`: then the reason is
+    /// `SessionEvent.ownDisconnectReason`).
     case disconnected(reason: String)
+
+    /// The reason `disconnected` gives when this client called `disconnect`.
+    public static let ownDisconnectReason = "disconnected"
 }
 
 /// How a session's media travels: through the router, or between the clients

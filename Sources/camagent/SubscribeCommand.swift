@@ -437,7 +437,7 @@ final class SubscriberPrinter: Sendable {
             say(EventLine(event: "signalling", state: "reconnecting", reason: reason), "session:   signalling lost (\(reason)); joining again")
         case .reconnected(let connectionId, _):
             say(EventLine(event: "signalling", state: "reconnected", reason: connectionId), "session:   joined again as connection \(connectionId)")
-        case .disconnected(let reason) where reason != "disconnected":   // not this client's own disconnect
+        case .disconnected(let reason) where reason != SessionEvent.ownDisconnectReason:
             say(EventLine(event: "signalling", state: "disconnected", reason: reason), "session:   signalling ended (\(reason))")
         default:
             break
