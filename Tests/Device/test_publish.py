@@ -52,42 +52,62 @@ def guest_address():
 
 
 class GuestReceiver:
-    """whip_receiver.py in the guest, on the dummy address."""
+    """whip_receiver.py in the guest, on the dummy address. One process serves
+    the module's tests (it takes about 20 s to start in the VM): each test
+    begins with it emptied, and `stop` takes what it recorded for that test."""
 
-    def __init__(self, tmp_path):
-        self.summary_path = str(tmp_path / "receiver.json")
-        self.log_path = str(tmp_path / "receiver.log")
-        self.proc = subprocess.Popen([sys.executable, RECEIVER, "--host", GUEST_ADDR, "--port", "0",
-                                      "--summary", self.summary_path, "-v"],
+    def __init__(self, directory):
+        self.log_path = str(directory / "receiver.log")
+        self.proc = subprocess.Popen([sys.executable, RECEIVER, "--host", GUEST_ADDR, "--port", "0", "-v"],
                                      stdout=subprocess.PIPE, stderr=open(self.log_path, "w"), text=True)
         ready, _, _ = select.select([self.proc.stdout], [], [], 60)
         assert ready, "whip_receiver.py printed no port in 60 s:\n" + self.log()
         self.port = int(self.proc.stdout.readline())
         self.url = f"http://{GUEST_ADDR}:{self.port}/whip"
+        self.tmp_path = directory
+
+    def begin(self, tmp_path):
+        """A new test: the sessions of the last one closed, its records forgotten."""
+        self.tmp_path = tmp_path
+        self.reset()
 
     def live(self):
         with urllib.request.urlopen(f"http://{GUEST_ADDR}:{self.port}/summary", timeout=20) as r:
             return json.load(r)
 
+    def reset(self):
+        """Everything recorded since the last reset; then the receiver starts afresh."""
+        assert self.proc.poll() is None, f"whip_receiver.py exited {self.proc.returncode}:\n{self.log()}"
+        request = urllib.request.Request(f"http://{GUEST_ADDR}:{self.port}/_reset", data=b"", method="POST")
+        with urllib.request.urlopen(request, timeout=30) as r:
+            return json.load(r)
+
     def stop(self):
+        """This test's records (the receiver keeps running for the next test)."""
+        return self.reset()
+
+    def close(self):
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             self.proc.wait(timeout=60)
         assert self.proc.returncode == 0, f"whip_receiver.py exit {self.proc.returncode}:\n{self.log()}"
-        with open(self.summary_path) as f:
-            return json.load(f)
 
     def log(self):
         return open(self.log_path).read()[-3000:]
 
 
-@pytest.fixture
-def receiver(guest_address, tmp_path):
-    r = GuestReceiver(tmp_path)
+@pytest.fixture(scope="module")
+def shared_receiver(guest_address, tmp_path_factory):
+    r = GuestReceiver(tmp_path_factory.mktemp("receiver"))
     yield r
     if r.proc.poll() is None:
-        r.proc.kill()
-        r.proc.wait(timeout=30)
+        r.close()
+
+
+@pytest.fixture
+def receiver(shared_receiver, tmp_path):
+    shared_receiver.begin(tmp_path)
+    yield shared_receiver
 
 
 class Publisher:
@@ -282,8 +302,7 @@ def test_full_range_mjpeg_keeps_its_colour(receiver, tmp_path):
 
 
 def tmp_path_of(receiver):
-    from pathlib import Path
-    return Path(os.path.dirname(receiver.summary_path))
+    return receiver.tmp_path
 
 
 WHEP_VIEWER = os.path.join(ROOT, "Tests", "Publish", "whep_viewer.py")
@@ -315,14 +334,23 @@ def test_two_vivid_cameras_are_two_streams_an_aiortc_viewer_decodes(vivid, guest
     assert negotiated == {1: first, 2: second}, pub.events
     assert serving[2]["whep"].endswith("/cameras/2/whep"), serving[2]
 
+    # Both viewers at once: each takes about 20 s to start in the VM.
+    viewers = {camera: subprocess.Popen([sys.executable, WHEP_VIEWER, "--url", serving[camera]["whep"],
+                                         "--duration", "6", "--summary", str(tmp_path / f"viewer-{camera}.json")],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+               for camera in (1, 2)}
     summaries = {}
-    for camera in (1, 2):
-        path = str(tmp_path / f"viewer-{camera}.json")
-        viewer = subprocess.run([sys.executable, WHEP_VIEWER, "--url", serving[camera]["whep"], "--duration", "6",
-                                 "--summary", path], capture_output=True, text=True, timeout=120)
-        assert viewer.returncode == 0, (camera, viewer.returncode, viewer.stderr[-3000:])
-        with open(path) as f:
-            summaries[camera] = json.load(f)
+    try:
+        for camera, viewer in viewers.items():
+            _, stderr = viewer.communicate(timeout=120)
+            assert viewer.returncode == 0, (camera, viewer.returncode, stderr[-3000:])
+            with open(tmp_path / f"viewer-{camera}.json") as f:
+                summaries[camera] = json.load(f)
+    finally:
+        for viewer in viewers.values():
+            if viewer.poll() is None:
+                viewer.kill()
+                viewer.wait(timeout=30)
     pub.proc.send_signal(signal.SIGINT)
     code = pub.finish()
     assert code == 0, pub.log()

@@ -16,6 +16,10 @@ The first line on stdout is the bound TCP port. Endpoints:
     DELETE /resource/<id>    -> 200 and the peer connection is closed; unknown id -> 404
     PATCH /resource/<id>     -> 405 (no trickle ICE: the answer carries every candidate)
     GET /summary             -> JSON: everything recorded, per session
+    POST /_reset             -> the same JSON; then every session is closed and
+                                everything recorded is forgotten (one receiver
+                                serves test after test: in the test VM, starting
+                                it takes about 20 s)
 SIGTERM or SIGINT writes --summary FILE (same JSON) and exits 0.
 
 Fault knobs:
@@ -429,6 +433,7 @@ class Receiver:
     def app(self):
         app = web.Application()
         app.router.add_get("/summary", self.handle_summary)
+        app.router.add_post("/_reset", self.handle_reset)   # before the catch-all offer route
         app.router.add_delete("/resource/{id}", self.handle_delete)
         app.router.add_route("PATCH", "/resource/{id}", self.handle_patch)
         app.router.add_route("OPTIONS", "/{tail:.*}", self.handle_options)
@@ -503,6 +508,14 @@ class Receiver:
 
     async def handle_summary(self, request):
         return web.json_response(self.summary())
+
+    async def handle_reset(self, request):
+        summary = self.summary()
+        await asyncio.wait_for(self.close(), 10)
+        self.sessions.clear()
+        self.order.clear()
+        self.requests.clear()
+        return web.json_response(summary)
 
     # -- faults --------------------------------------------------------------
 
