@@ -201,10 +201,12 @@ def encoders():
     return rows
 
 
-def encode_once(codec, frames, size=ENCODE_SIZE):
-    """One `camagent bench --encode` run (at ENCODE_KBPS; bench's frame rate is 30)."""
+def encode_once(codec, frames, size=ENCODE_SIZE, paced=False):
+    """One `camagent bench --encode` run (at ENCODE_KBPS; bench's frame rate is 30);
+    `paced`: each frame encoded at its time, 30 a second, as publish meets them."""
     out = subprocess.run([BIN, "bench", "--no-conversion", "--encode", codec, "--size", size,
-                          "--encode-frames", str(frames), "--bitrate", str(ENCODE_KBPS), "--json"],
+                          "--encode-frames", str(frames), "--bitrate", str(ENCODE_KBPS), "--json"]
+                         + (["--encode-paced"] if paced else []),
                          check=True, capture_output=True, text=True, timeout=300)
     return json.loads(out.stdout.splitlines()[-1])["encode"]
 

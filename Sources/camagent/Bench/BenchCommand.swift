@@ -51,6 +51,9 @@ struct BenchCommand: ParsableCommand {
     @Option(help: "VP8's temporal layers, 1 or 2 (default: publish's, 2).")
     var temporalLayers = PublisherSettings().videoTemporalLayers
 
+    @Flag(help: "Encode each frame at its time (30 a second, as publish does) instead of back to back.")
+    var encodePaced = false
+
     @Flag(help: "Print the results as one JSON object.")
     var json = false
 
@@ -77,7 +80,8 @@ struct BenchCommand: ParsableCommand {
         if let codec = encode {
             do {
                 result.encode = try EncodeBenchmark(codec: codec, size: size, frames: encodeFrames, framesPerSecond: 30,
-                                                    bitrateKbps: bitrate, temporalLayers: temporalLayers).run()
+                                                    bitrateKbps: bitrate, temporalLayers: temporalLayers,
+                                                    paced: encodePaced).run()
             } catch {
                 printError("camagent: \(codec.rawValue) encoder: \(error)")
                 throw ExitCode(ExitCodes.driverError)

@@ -23,7 +23,7 @@ struct BenchResult: Encodable {
                 + "\((m.nanosecondsPerMegapixel / 1e6).formatted(decimals: 3)) ms/megapixel")
         }
         if let e = encode {
-            lines.append("\(e.codec) encode (\(e.width)x\(e.height), \(e.frames) frames, \(e.threads) thread\(e.threads == 1 ? "" : "s")): "
+            lines.append("\(e.codec) encode (\(e.width)x\(e.height), \(e.frames) frames\(e.paced ? " at 30 fps" : ""), \(e.threads) thread\(e.threads == 1 ? "" : "s")): "
                 + "\(e.cpuMillisecondsPerFrame.formatted(decimals: 3)) ms CPU/frame, "
                 + "\(e.wallMillisecondsPerFrame.formatted(decimals: 3)) ms wall/frame, "
                 + "\(e.keyframes) keyframes, \(e.kilobitsPerSecond.formatted(decimals: 0)) kbit/s")
