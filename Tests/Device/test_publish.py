@@ -334,23 +334,16 @@ def test_two_vivid_cameras_are_two_streams_an_aiortc_viewer_decodes(vivid, guest
     assert negotiated == {1: first, 2: second}, pub.events
     assert serving[2]["whep"].endswith("/cameras/2/whep"), serving[2]
 
-    # Both viewers at once: each takes about 20 s to start in the VM.
-    viewers = {camera: subprocess.Popen([sys.executable, WHEP_VIEWER, "--url", serving[camera]["whep"],
-                                         "--duration", "6", "--summary", str(tmp_path / f"viewer-{camera}.json")],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-               for camera in (1, 2)}
+    # One viewer after the other: two decoding at once in the TCG guest fell
+    # behind (16 frames decoded of 51 received in CI, beside a build).
     summaries = {}
-    try:
-        for camera, viewer in viewers.items():
-            _, stderr = viewer.communicate(timeout=120)
-            assert viewer.returncode == 0, (camera, viewer.returncode, stderr[-3000:])
-            with open(tmp_path / f"viewer-{camera}.json") as f:
-                summaries[camera] = json.load(f)
-    finally:
-        for viewer in viewers.values():
-            if viewer.poll() is None:
-                viewer.kill()
-                viewer.wait(timeout=30)
+    for camera in (1, 2):
+        path = str(tmp_path / f"viewer-{camera}.json")
+        viewer = subprocess.run([sys.executable, WHEP_VIEWER, "--url", serving[camera]["whep"], "--duration", "6",
+                                 "--summary", path], capture_output=True, text=True, timeout=120)
+        assert viewer.returncode == 0, (camera, viewer.returncode, viewer.stderr[-3000:])
+        with open(path) as f:
+            summaries[camera] = json.load(f)
     pub.proc.send_signal(signal.SIGINT)
     code = pub.finish()
     assert code == 0, pub.log()
