@@ -239,8 +239,7 @@ package final class PeerTransport: @unchecked Sendable {   // `run` state belong
             return c.thread
         }
         if let thread { thread.stop() } else { signal.requestStop() }
-        media.removeOutlet(sendPath)
-        sendPath.close()
+        closeSendPath()
         media.setWake(nil)
         agent.close()
     }
@@ -443,9 +442,14 @@ package final class PeerTransport: @unchecked Sendable {   // `run` state belong
         if let selected = agent.selected {
             sendPath.move(socket: sockets[selected.socket], remote: selected.remote)
         } else {
-            media.removeOutlet(sendPath)
-            sendPath.close()
+            closeSendPath()
         }
+    }
+
+    /// No thread sends through this transport any more.
+    private func closeSendPath() {
+        media.removeOutlet(sendPath)
+        sendPath.close()
     }
 
     private func sendSenderReports() {

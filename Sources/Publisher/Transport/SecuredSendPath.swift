@@ -7,11 +7,11 @@ import SecureTransport
 /// Where a connected transport's packets leave: the outbound SRTP session and
 /// the selected candidate pair, behind one lock.
 ///
-/// Two threads send through it. The transport thread sends RTCP and what the
-/// pacer held back. The thread that queues packets (the encoder, or the
-/// router's receiving connection) sends what the pacer lets out at once. It
-/// does not wake the transport thread for each frame: on a router with 50
-/// subscribers, that wake-up was 4 000 thread switches a second.
+/// The transport thread sends RTCP and paced RTP through it. In the router
+/// (`MediaHub.sendsOnQueueingThread`) the thread that queues packets, the
+/// publisher's receiving connection, sends what the pacer lets out at once
+/// through it too, instead of waking the transport thread for each frame:
+/// with 50 subscribers, that wake-up was 4 000 thread switches a second.
 final class SecuredSendPath: PacketOutlet {
     private struct Route {
         var srtp: SRTPSession
@@ -26,23 +26,14 @@ final class SecuredSendPath: PacketOutlet {
 
     init(logger: Logger) { self.logger = logger }
 
-    /// Opens the path once SRTP is keyed, or moves it to another pair (ICE
-    /// may nominate another); nil closes it, and nothing more is sent.
+    /// Opens the path once SRTP is keyed, on the pair ICE selected.
     func open(srtp: SRTPSession, socket: UDPSocket, remote: TransportAddress) {
-        route.withLock { r in
-            if r == nil {
-                var buffer: [UInt8] = []
-                buffer.reserveCapacity(PacketHistory.packetCapacity + SRTPSession.maximumTrailer)
-                r = Route(srtp: srtp, socket: socket, remote: remote, buffer: buffer)
-            } else {
-                r!.srtp = srtp
-                r!.socket = socket
-                r!.remote = remote
-            }
-        }
+        var buffer: [UInt8] = []
+        buffer.reserveCapacity(PacketHistory.packetCapacity + SRTPSession.maximumTrailer)
+        route.withLock { $0 = Route(srtp: srtp, socket: socket, remote: remote, buffer: buffer) }
     }
 
-    /// Another pair, same keys (nil: ICE has none now, nothing is sent).
+    /// Another pair, same keys (ICE nominated another).
     func move(socket: UDPSocket, remote: TransportAddress) {
         route.withLock { r in
             r?.socket = socket
@@ -50,6 +41,7 @@ final class SecuredSendPath: PacketOutlet {
         }
     }
 
+    /// Nothing more is sent.
     func close() { route.withLock { $0 = nil } }
 
     /// Sends what `media`'s pacer lets out now. Each packet is copied from
@@ -69,20 +61,18 @@ final class SecuredSendPath: PacketOutlet {
         }
     }
 
-    /// Sends a compound RTCP packet; false when the path is not open.
-    @discardableResult
-    func sendRTCP(_ packets: [RTCPPacket]) -> Bool {
+    /// Sends a compound RTCP packet (nothing when the path is not open).
+    func sendRTCP(_ packets: [RTCPPacket]) {
         var compound: [UInt8] = []
         for packet in packets { packet.write(to: &compound) }
-        return route.withLock { r in
-            guard let r else { return false }
+        route.withLock { r in
+            guard let r else { return }
             do {
                 try r.srtp.protectRTCP(&compound)
                 try compound.withUnsafeBytes { try r.socket.send($0, to: r.remote) }
             } catch {
                 logger.debug("RTCP not sent: \(error)")
             }
-            return true
         }
     }
 }
