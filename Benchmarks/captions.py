@@ -42,7 +42,9 @@ captioned, plain, captioned) so that a drifting load hits both.
 
 The router finds utterances as CAMAGENT_CAPTIONS_VAD says (silero, its default, or level);
 the results record which. CAMAGENT_CAPTIONS_FINAL_BEAM=N sets the finals' beam (1: greedy;
-the default 3), recorded as `finalBeam`. BENCH_CAPTIONS_BUSY=N runs N CPU-bound processes (`yes`) beside
+the default 3), recorded as `finalBeam`; CAMAGENT_CAPTIONS_EARLY_FINAL_FRAMES=N how many
+20 ms frames into a pause the final is recognised (0: only when the utterance has ended; the
+default 5), recorded as `earlyFinalFrames`. BENCH_CAPTIONS_BUSY=N runs N CPU-bound processes (`yes`) beside
 the whole measurement: latency under load.
 
 Targets (issue 15): a final within 1.0 s of the end of speech; at most half a core per
@@ -81,6 +83,7 @@ TARGET_CORES = 0.5
 PREFIX = os.environ.get("CAMAGENT_CAPTIONS_PREFIX", "/opt/camagent-captions")
 VOICE_DETECTION = os.environ.get("CAMAGENT_CAPTIONS_VAD") or "silero"
 FINAL_BEAM = int(os.environ.get("CAMAGENT_CAPTIONS_FINAL_BEAM") or 3)
+EARLY_FINAL_FRAMES = int(os.environ.get("CAMAGENT_CAPTIONS_EARLY_FINAL_FRAMES") or 5)
 BUSY = int(os.environ.get("BENCH_CAPTIONS_BUSY", "0"))
 
 
@@ -148,7 +151,7 @@ def catch_up(router, sub_lines, heard):
 
 
 def metrics_delta(a, b):
-    keys = ("partial_total", "final_total", "audio_seconds_total", "engine_seconds_total")
+    keys = ("partial_total", "final_total", "audio_seconds_total", "engine_seconds_total", "early_finals_discarded_total")
     return {k: b.get(f"camagent_router_captions_{k}", 0) - a.get(f"camagent_router_captions_{k}", 0) for k in keys}
 
 
@@ -319,7 +322,7 @@ def measure_all(out_path):
     workdir = tempfile.mkdtemp(prefix="camagent-bench-captions-")
     started = time.monotonic()
     results = {"machine": bench.machine(), "loadBefore": [round(x, 2) for x in os.getloadavg()],
-               "leadIn": LEAD_IN, "gap": GAP, "tail": TAIL, "voiceDetection": VOICE_DETECTION, "finalBeam": FINAL_BEAM, "busy": BUSY,
+               "leadIn": LEAD_IN, "gap": GAP, "tail": TAIL, "voiceDetection": VOICE_DETECTION, "finalBeam": FINAL_BEAM, "earlyFinalFrames": EARLY_FINAL_FRAMES, "busy": BUSY,
                "runs": []}
     busy = [subprocess.Popen(["yes"], stdout=subprocess.DEVNULL) for _ in range(BUSY)]
     try:

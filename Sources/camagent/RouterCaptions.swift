@@ -101,6 +101,7 @@ final class RouterCaptions: Sendable {
         let live = captioners.withLock { Array($0.values) }
         let sum = live.map(\.statistics).reduce(retired.withLock { $0 }, +)
         return CaptionTotals(captionedStreams: live.count, partials: sum.partials, finals: sum.finals,
-                             audioSeconds: sum.audioSeconds, engineSeconds: sum.engineSeconds, packetsDropped: sum.packetsDropped)
+                             audioSeconds: sum.audioSeconds, engineSeconds: sum.engineSeconds, packetsDropped: sum.packetsDropped,
+                             earlyFinalsDiscarded: sum.earlyFinalsDiscarded)
     }
 }

@@ -206,7 +206,7 @@ private struct MissingEngine: SpeechRecognizerFactory {
         #expect(all[..<firstFinal].allSatisfy { !$0.isFinal })
         #expect(firstFinal >= 1, "a partial before the first final: \(all)")
         // The final covers the utterance: ~3 s of speech, its 200 ms pre-roll and the first
-        // 100 ms of the closing pause, where it was recognised (early: the rest is pause).
+        // 60 ms of the closing pause, where it was recognised (early: the rest is pause).
         let final = all[firstFinal].text
         #expect(final == "heard 32 tenths" || final == "heard 33 tenths", "\(all)")
         // The counters are brought up to date after each batch of packets.

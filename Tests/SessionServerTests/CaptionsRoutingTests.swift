@@ -158,6 +158,7 @@ struct CaptionsRESTTests {
             #expect(metrics.contains("camagent_router_captions_final_total 3\n"))
             #expect(metrics.contains("camagent_router_captions_partial_total 7\n"))
             #expect(metrics.contains("camagent_router_captions_dropped_packets_total 4\n"))
+            #expect(metrics.contains("camagent_router_captions_early_finals_discarded_total 2\n"))
 
             let stopped = try await client.execute(uri: "/v2/captions/\(captionsID)/stop", method: .post, headers: bearer(moderator))
             #expect(stopped.status == .noContent)

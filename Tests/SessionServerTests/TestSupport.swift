@@ -70,7 +70,7 @@ final class FakeMediaEngine: SessionMediaEngine {
     }
 
     var captionCounters: CaptionTotals {
-        CaptionTotals(captionedStreams: calls.withLock { $0.captioned.count }, partials: 7, finals: 3, audioSeconds: 12.5, engineSeconds: 2.25, packetsDropped: 4)
+        CaptionTotals(captionedStreams: calls.withLock { $0.captioned.count }, partials: 7, finals: 3, audioSeconds: 12.5, engineSeconds: 2.25, packetsDropped: 4, earlyFinalsDiscarded: 2)
     }
 
     /// A caption the engine recognised, as it would report it.

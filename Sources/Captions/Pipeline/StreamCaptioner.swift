@@ -1,4 +1,5 @@
 import Encoders
+import Glibc
 import Logging
 import MediaTypes
 
@@ -24,14 +25,23 @@ public final class StreamCaptioner: Sendable {
         /// model, the defaults by level).
         public var detector: UtteranceDetector.Settings?
         /// Non-speech frames after which the final is recognised, before the pause
-        /// ends the utterance (nil: only when it has ended). 5 (100 ms, after
+        /// ends the utterance (nil: only when it has ended). 3 (60 ms, after
         /// Silero's own ~60 ms of lag): past most gaps between words, well short of
         /// the pause that ends an utterance, so the recognition (a few hundred ms)
-        /// overlaps the rest of the pause. (8 gave a p50 of 0.93 s from the end of
-        /// speech to the final; 5, with a beam of 3, 0.76 s: BENCHMARKS.md.)
-        public var earlyFinalPauseFrames: Int? = 5
+        /// overlaps the rest of the pause; speech coming back voids it. From the
+        /// end of speech to the final, on the same day (BENCHMARKS.md § Captions):
+        /// 5 frames, p50 0.72 s and max 1.00 s; 3, 0.70 s and 0.81 s; 2, no better
+        /// (0.70-0.76 s, max 1.19 s) and more finals voided.
+        public var earlyFinalPauseFrames: Int? = 3
 
-        public init(partials: Bool = true) { self.partials = partials }
+        public init(partials: Bool = true) {
+            self.partials = partials
+            // $CAMAGENT_CAPTIONS_EARLY_FINAL_FRAMES (0: off): for measuring
+            // (Benchmarks/captions.py), as the final's beam.
+            if let frames = getenv("CAMAGENT_CAPTIONS_EARLY_FINAL_FRAMES").flatMap({ Int(String(cString: $0)) }) {
+                earlyFinalPauseFrames = frames > 0 ? frames : nil
+            }
+        }
     }
 
     public let streamID: String

@@ -94,15 +94,19 @@ public struct CaptionTotals: Sendable, Equatable {
     public var engineSeconds: Double
     /// Audio packets a captioner had no room for (it fell that far behind).
     public var packetsDropped: UInt64
+    /// Finals recognised early, at a pause's start, that speech coming back voided:
+    /// recognition spent for nothing.
+    public var earlyFinalsDiscarded: UInt64
 
     public init(captionedStreams: Int = 0, partials: UInt64 = 0, finals: UInt64 = 0, audioSeconds: Double = 0,
-                engineSeconds: Double = 0, packetsDropped: UInt64 = 0) {
+                engineSeconds: Double = 0, packetsDropped: UInt64 = 0, earlyFinalsDiscarded: UInt64 = 0) {
         self.captionedStreams = captionedStreams
         self.partials = partials
         self.finals = finals
         self.audioSeconds = audioSeconds
         self.engineSeconds = engineSeconds
         self.packetsDropped = packetsDropped
+        self.earlyFinalsDiscarded = earlyFinalsDiscarded
     }
 }
 

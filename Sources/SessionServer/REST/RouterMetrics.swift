@@ -23,6 +23,7 @@ enum RouterMetrics {
         metric("camagent_router_captions_audio_seconds_total", "counter", "Seconds of captioned audio through voice detection.", String(captions.audioSeconds))
         metric("camagent_router_captions_engine_seconds_total", "counter", "Seconds the speech engine spent recognising.", String(captions.engineSeconds))
         metric("camagent_router_captions_dropped_packets_total", "counter", "Audio packets a captioner had no room for (recognition fell behind the stream).", String(captions.packetsDropped))
+        metric("camagent_router_captions_early_finals_discarded_total", "counter", "Finals recognised early, at a pause, that speech coming back voided.", String(captions.earlyFinalsDiscarded))
         return out
     }
 }
