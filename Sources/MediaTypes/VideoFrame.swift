@@ -57,6 +57,11 @@ public final class VideoFrame: @unchecked Sendable {
         if newFormat != format { format = newFormat }
     }
 
+    /// Sets only the picture's frame rate (in place: no new format is made).
+    public func setEstimatedFramesPerSecond(_ rate: Double) {
+        format.estimatedFramesPerSecond = rate
+    }
+
     public var width: Int { format.width }
     public var height: Int { format.height }
     public var yStride: Int { format.bytesPerRow[0] }

@@ -149,6 +149,12 @@ struct SubscribeCommand: ParsableCommand {
             let watch = SessionWatch { event in out.signalling(event) }
             client.delegate = watch
             do { try client.connect() } catch { throw fail(error) }
+            // A publisher-only token may join but not subscribe: say so now, not after
+            // waiting for a stream that it could not take anyway.
+            if let capabilities = client.capabilities, !capabilities.subscribe {
+                printError("camagent: this token cannot subscribe in \(client.sessionURL) (its role may only publish)")
+                throw ExitCode(ExitCodes.unauthorized)
+            }
             let chosen = try choose(in: client, out: out)
             var onCaptions: (@Sendable (Bool) -> Void)?
             if captions { onCaptions = { @Sendable on in out.captions(on) } }
@@ -225,6 +231,7 @@ struct SubscribeCommand: ParsableCommand {
         if case .failure(let error)? = outcome {
             // The session says why a stream ended (its streamDestroyed may trail the media's end a little).
             if case .streamEnded = error, let joined, let reason = joined.watch.endReason(waitingUpTo: 2) {
+                out.streamDestroyed(reason: reason)
                 throw fail(SubscriberError.streamEnded("\(reason) (streamDestroyed)"))
             }
             throw fail(error)
@@ -442,6 +449,12 @@ final class SubscriberPrinter: Sendable {
         default:
             break
         }
+    }
+
+    /// The router's streamDestroyed for the subscribed stream, with its reason
+    /// (clientDisconnected, forceDisconnected, networkDisconnected, ...).
+    func streamDestroyed(reason: String) {
+        say(EventLine(event: "stream", state: "destroyed", reason: reason), "stream destroyed by the router: \(reason)")
     }
 
     /// The stream's captions started (hasCaptions true) or stopped.

@@ -41,8 +41,13 @@ def subscribe(net, *args, timeout=90):
     return proc.returncode, json_lines(proc.stdout), proc.stderr
 
 
-def check_pattern_y4m(path, *, fps, seconds, size):
-    """The decoded pictures are the test pattern at `size`, its counter advancing with small gaps."""
+def check_pattern_y4m(path, *, fps, seconds, size, header_rate=False):
+    """The decoded pictures are the test pattern at `size`, its counter advancing with small gaps;
+    with `header_rate`, the file's header says the stream's rate (from the frames' RTP times)."""
+    if header_rate:
+        with open(path, "rb") as f:
+            header = f.readline().decode().split()
+        assert f"F{fps}:1" in header, header
     frames = read_y4m(path)
     assert len(frames) >= 0.4 * fps * seconds, f"{len(frames)} frames in {path}"
     assert frames[0][0].shape == (size[1], size[0]), frames[0][0].shape
@@ -110,7 +115,7 @@ def test_camagent_to_camagent_through_the_router(net, workdir, codec):
     # The router stamps what it forwards on its own clock, at arrival: a few ms either way.
     assert -1 < last["video"]["senderToRenderDelay"] < 5 and -1 < last["audio"]["senderToRenderDelay"] < 5, last
 
-    check_pattern_y4m(video, fps=15, seconds=WATCH, size=(640, 480))
+    check_pattern_y4m(video, fps=15, seconds=WATCH, size=(640, 480), header_rate=True)
     check_tone_wav(audio, seconds=WATCH)
     publisher.wait(timeout=60)
     assert publisher.returncode == 0, "".join(publisher.output)[-2000:]
@@ -134,7 +139,7 @@ def test_subscribe_to_the_built_in_viewer_over_whep_with_its_token(net, workdir)
                                  "--audio-out", audio, "--duration", str(WATCH))
     assert code == 0, (code, err[-3000:])
     assert events(lines, "state")[0]["codecs"] == "VP8+opus", lines
-    check_pattern_y4m(video, fps=30, seconds=WATCH, size=(640, 480))
+    check_pattern_y4m(video, fps=30, seconds=WATCH, size=(640, 480), header_rate=True)
     check_tone_wav(audio, seconds=WATCH)
     publisher.wait(timeout=60)
     joined = [e for e in json_lines("".join(publisher.output)) if e.get("event") == "viewer"]
@@ -164,13 +169,19 @@ def test_subscribe_exit_codes(net, workdir):
                                  "--wait-for-stream", "1")
     assert code == EXIT_NO_SUCH_STREAM and "stream nope is not published" in err, (code, err)
     assert [e["state"] for e in lines if e.get("event") == "subscribe"] == ["waiting"], lines
+    # A publisher-only token cannot subscribe: said as soon as the session says so (its
+    # `connected` capabilities), not after waiting for a stream it could not take.
+    code, lines, err = subscribe(net, "--session", url, "--token", router.token(session, "publisher-only"),
+                                 "--first", "--wait-for-stream", "30")
+    assert code == EXIT_UNAUTHORIZED and "cannot subscribe" in err, (code, err)
+    assert not [e for e in lines if e.get("event") == "subscribe"], lines
 
-    # A publisher-only token cannot subscribe to a stream that is there (the router's 403).
+    # Nor to a stream that is there (the router would refuse its WHEP offer with 403 too).
     publisher = start_publisher(net, workdir, "--session", url, "--token", router.token(session, "publisher"),
                                 duration=10)
     router.wait_for_streams(session, 1)
     code, _, err = subscribe(net, "--session", url, "--token", router.token(session, "publisher-only"), "--first")
-    assert code == EXIT_UNAUTHORIZED and "403" in err, (code, err)
+    assert code == EXIT_UNAUTHORIZED and "cannot subscribe" in err, (code, err)
 
     # The publisher leaves (its --duration): the subscriber, given no duration, ends with the stream.
     code, lines, err = subscribe(net, "--session", url, "--token", subscriber, "--first", "--wait-for-stream", "20")
@@ -178,6 +189,7 @@ def test_subscribe_exit_codes(net, workdir):
     assert code == EXIT_STREAM_ENDED and "the stream ended: clientDisconnected (streamDestroyed)" in err, \
         (code, err[-2000:])
     assert [e["state"] for e in events(lines, "state")] == ["connected", "ended"], lines
+    assert [(e["state"], e["reason"]) for e in events(lines, "stream")] == [("destroyed", "clientDisconnected")], lines
     assert events(lines, "summary")[-1]["video"]["framesDecoded"] > 0, lines
     publisher.wait(timeout=60)
     assert publisher.returncode == 0
@@ -207,6 +219,8 @@ def test_a_force_disconnected_publisher_ends_the_subscription_with_that_reason(n
     assert "the stream ended: forceDisconnected (streamDestroyed)" in err, err[-2000:]
     events_seen = json_lines("".join(lines) + subscriber.stdout.read())
     assert [e["state"] for e in events(events_seen, "state")] == ["connected", "ended"], events_seen
+    assert [(e["state"], e["reason"]) for e in events(events_seen, "stream")] == [("destroyed", "forceDisconnected")], \
+        events_seen
     net.stop(publisher)
 
 

@@ -88,6 +88,11 @@ final class VideoDecoding: @unchecked Sendable {   // a slot belongs to one side
     private var picture = VideoFrame(maxWidth: 1920, maxHeight: 1088)
     /// A frame did not decode: the ones after it are skipped until a keyframe.
     private var awaitingKeyframe = false
+    /// The RTP time of the last frame decoded, and the smoothed time between
+    /// frames (seconds, 0 until two frames came): the picture's frame rate,
+    /// which a Y4M file's header needs.
+    private var lastDecodedTimestamp: UInt32?
+    private var frameInterval = 0.0
 
     init(renderer: (any VideoRenderer)?, logger: Logger, onEvent: @escaping @Sendable (SubscriberEvent) -> Void,
          onRenderFailure: @escaping @Sendable (RenderError) -> Void) {
@@ -255,6 +260,22 @@ final class VideoDecoding: @unchecked Sendable {   // a slot belongs to one side
         }
         outcome.decoded = true
         outcome.delay = SenderClock.delay(since: slot.timestamp, clock: slot.clock, rate: 90_000)
+        noteFrameRate(slot.timestamp, into: target)
         return outcome
+    }
+
+    /// The stream's frame rate from the frames' RTP times (90 kHz), smoothed and
+    /// rounded to whole frames a second, on the picture's format (0 until known).
+    private func noteFrameRate(_ timestamp: UInt32, into target: VideoFrame?) {
+        if let last = lastDecodedTimestamp {
+            let seconds = Double(timestamp &- last) / 90_000
+            if seconds > 0, seconds <= 2 {   // not a reordering, a wrap or a restart
+                frameInterval = frameInterval == 0 ? seconds : frameInterval * 0.9 + seconds * 0.1
+            }
+        }
+        lastDecodedTimestamp = timestamp
+        guard let target, frameInterval > 0 else { return }
+        let rate = max(1, (1 / frameInterval).rounded())
+        target.setEstimatedFramesPerSecond(rate)
     }
 }

@@ -28,15 +28,19 @@ extension AudioRenderer {
 
 /// Video into a Y4M file (4:2:0), opened at the first frame with its size.
 /// A stream that changes size keeps the first size: frames of another size
-/// are counted and left out (Y4M has one size per file).
+/// are counted and left out (Y4M has one size per file). The header's frame
+/// rate is the stream's: the first frame is held (copied once) until a frame
+/// that knows the rate comes (the decoder tells it from the second on).
 public final class Y4MFileRenderer: VideoRenderer, @unchecked Sendable {   // one receive thread at a time
     public let path: String
+    /// The rate written when the stream never says one (a single frame).
     private let framesPerSecond: Double
     private var writer: Y4MWriter?
+    private var held: VideoFrame?
     public private(set) var framesOfAnotherSize = 0
 
     /// Creates (empties) the file at once, so an unwritable path fails
-    /// before connecting; the header follows with the first frame.
+    /// before connecting; the header follows with the first frames.
     public init(path: String, framesPerSecond: Double = 30) throws(RenderError) {
         self.path = path
         self.framesPerSecond = framesPerSecond
@@ -48,21 +52,47 @@ public final class Y4MFileRenderer: VideoRenderer, @unchecked Sendable {   // on
     public func render(_ frame: VideoFrame) throws(RenderError) {
         do {
             if writer == nil {
-                writer = try Y4MWriter(path: path, width: frame.width, height: frame.height,
-                                       framesPerSecond: framesPerSecond, fullRange: frame.isFullRange)
+                let rate = frame.format.estimatedFramesPerSecond
+                if rate <= 0, held == nil {
+                    let first = VideoFrame(maxWidth: frame.width, maxHeight: frame.height)
+                    first.copy(from: frame)
+                    held = first
+                    return
+                }
+                let first = held ?? frame
+                writer = try Y4MWriter(path: path, width: first.width, height: first.height,
+                                       framesPerSecond: rate > 0 ? rate : framesPerSecond, fullRange: first.isFullRange)
+                if let held {
+                    self.held = nil
+                    try write(held)
+                }
             }
-            guard let writer, writer.width == frame.width, writer.height == frame.height else {
-                framesOfAnotherSize += 1
-                return
-            }
-            try writer.write(frame)
+            try write(frame)
         } catch {
             throw RenderError(target: path, reason: error.description)
         }
     }
 
+    private func write(_ frame: VideoFrame) throws(MediaFileError) {
+        guard let writer, writer.width == frame.width, writer.height == frame.height else {
+            framesOfAnotherSize += 1
+            return
+        }
+        try writer.write(frame)
+    }
+
     public func finish() throws(RenderError) {
-        do { try writer?.close() } catch { throw RenderError(target: path, reason: error.description) }
+        do {
+            if writer == nil, let held {   // one frame only: the default rate
+                writer = try Y4MWriter(path: path, width: held.width, height: held.height,
+                                       framesPerSecond: framesPerSecond, fullRange: held.isFullRange)
+                self.held = nil
+                try write(held)
+            }
+            try writer?.close()
+        } catch {
+            throw RenderError(target: path, reason: error.description)
+        }
         writer = nil
     }
 
