@@ -128,7 +128,8 @@ public struct RenderError: Error, Sendable, CustomStringConvertible {
         self.init(target: target, reason: error.description, audioError: error)
     }
     public var description: String {
-        deviceError?.description ?? audioError?.description ?? "\(target): \(reason)"
+        // A file writer's own errors already start with the path.
+        deviceError?.description ?? audioError?.description ?? (reason.hasPrefix(target + ":") ? reason : "\(target): \(reason)")
     }
 }
 

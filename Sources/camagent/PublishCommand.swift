@@ -370,7 +370,7 @@ struct PublishCommand: ParsableCommand {
         } catch {
             var reason = error.description
             if case .signalling(let e) = error { reason = e.description.hasPrefix("WHIP: ") ? String(e.description.dropFirst(6)) : e.description }
-            printError("camagent: cannot reach the session \(url): \(reason)")
+            printError("camagent: cannot join the session \(url): \(reason)")
             throw ExitCode(Self.exitCode(for: error))
         }
     }

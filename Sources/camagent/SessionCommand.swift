@@ -43,7 +43,7 @@ struct SessionCreateCommand: ParsableCommand {
         guard router.hasPrefix("http://") || router.hasPrefix("https://") else {
             throw ValidationError("--router takes an http:// or https:// URL, e.g. http://127.0.0.1:8090")
         }
-        guard timeout > 0, timeout <= 600 else { throw ValidationError("--timeout takes 0 to 600 seconds") }
+        guard timeout > 0, timeout <= 600 else { throw ValidationError("--timeout takes more than 0 and at most 600 seconds") }
     }
 
     func run() throws {

@@ -35,7 +35,7 @@ struct StatusCommand: ParsableCommand {
     @OptionGroup var global: GlobalOptions
 
     func validate() throws {
-        guard timeout > 0, timeout <= 600 else { throw ValidationError("--timeout takes 0 to 600 seconds") }
+        guard timeout > 0, timeout <= 600 else { throw ValidationError("--timeout takes more than 0 and at most 600 seconds") }
         guard URLComponents(string: url)?.host != nil else { throw ValidationError("--url takes http://HOST:PORT") }
     }
 

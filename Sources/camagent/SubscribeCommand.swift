@@ -100,7 +100,11 @@ struct SubscribeCommand: ParsableCommand {
         if session != nil && token == nil { throw ValidationError("--session needs --token: a subscriber token of that session (camagent token)") }
         if whep != nil && (stream != nil || name != nil || first) { throw ValidationError("--stream, --name and --first choose a stream of a --session") }
         if whep != nil && captions { throw ValidationError("--captions needs --session: captions come over the session's signalling") }
-        if stream != nil && name != nil { throw ValidationError("--stream and --name contradict each other") }
+        if [stream != nil, name != nil, first].filter({ $0 }).count > 1 {
+            throw ValidationError("--stream, --name and --first contradict each other: give one")
+        }
+        if noVideo && videoOut != "none" { throw ValidationError("--no-video leaves video out: --video-out \(videoOut) would get nothing") }
+        if noAudio && audioOut != "none" { throw ValidationError("--no-audio leaves audio out: --audio-out \(audioOut) would get nothing") }
         if whep != nil && preferredFrameRate != nil {
             throw ValidationError("--preferred-frame-rate needs --session: the wish goes over the session's signalling")
         }

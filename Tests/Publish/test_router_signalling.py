@@ -315,8 +315,8 @@ def test_cli_refusals_have_their_exit_codes(net, workdir):
     # join, but its WHIP offer is refused: 81 with the router's reason. No stream is left.
     session = router.create_session()
     for token, target, code, words in [
-            ("not-a-token", session, EXIT_UNAUTHORIZED, ["cannot reach the session", "(401)"]),
-            (router.token("nosuchsession", "publisher"), "nosuchsession", EXIT_REFUSED, ["cannot reach the session", "(404)"]),
+            ("not-a-token", session, EXIT_UNAUTHORIZED, ["cannot join the session", "(401)"]),
+            (router.token("nosuchsession", "publisher"), "nosuchsession", EXIT_REFUSED, ["cannot join the session", "(404)"]),
             (router.token(session, "subscriber"), session, EXIT_UNAUTHORIZED, ["the role subscriber may not publish"])]:
         proc = net.run([BIN, "publish", "--session", router.session_url(target), "--token", token,
                         "--duration", "5"], timeout=60)

@@ -155,9 +155,15 @@ def test_subscribe_exit_codes(net, workdir):
     # Nothing to receive, or contradictions: usage.
     code, _, err = subscribe(net, "--session", url, "--token", subscriber, "--no-audio", "--no-video")
     assert code == EXIT_USAGE, err
+    code, _, err = subscribe(net, "--session", url, "--token", subscriber, "--stream", "x", "--first")
+    assert code == EXIT_USAGE and "contradict" in err, (code, err)
+    # An output for a kind left out would stay empty: said, not ignored.
+    code, _, err = subscribe(net, "--session", url, "--token", subscriber, "--no-video", "--video-out",
+                             os.path.join(workdir, "nothing.y4m"))
+    assert code == EXIT_USAGE and "--no-video" in err, (code, err)
     # An unwritable output fails before any network.
     code, _, err = subscribe(net, "--session", url, "--token", subscriber, "--video-out", "/nonexistent/dir/x.y4m")
-    assert code == EXIT_OUTPUT and "/nonexistent/dir/x.y4m" in err, (code, err)
+    assert code == EXIT_OUTPUT and err.count("/nonexistent/dir/x.y4m") == 1, (code, err)
     # Nobody listens there.
     code, _, err = subscribe(net, "--session", f"http://{net.addr}:1/v2/sessions/{session}", "--token", subscriber)
     assert code == EXIT_UNREACHABLE, (code, err)
