@@ -279,6 +279,7 @@ let package = Package(
             name: "SessionServerTests",
             dependencies: [
                 "SessionServer", "TestSupport",
+                .product(name: "JWTKit", package: "jwt-kit"),   // hand-made tokens
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),

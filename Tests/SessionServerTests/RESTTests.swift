@@ -142,6 +142,11 @@ struct RESTSessionTests {
                                                      body: ByteBuffer(string: #"{"role":"king"}"#)), 400, "unknown role")
             try expectError(try await client.execute(uri: "/v2/sessions/\(sid)/tokens", method: .post, headers: bearer(project),
                                                      body: ByteBuffer(string: #"{"expireIn":99999999}"#)), 400, "lifetime")
+            // Valid JSON whose number is not whole, and JSON that is not an object: said in words.
+            try expectError(try await client.execute(uri: "/v2/sessions/\(sid)/tokens", method: .post, headers: bearer(project),
+                                                     body: ByteBuffer(string: #"{"expireIn":1.5}"#)), 400, "numbers such as expireIn are whole")
+            try expectError(try await client.execute(uri: "/v2/sessions/\(sid)/tokens", method: .post, headers: bearer(project),
+                                                     body: ByteBuffer(string: "[]")), 400, "is not a JSON object")
             try expectError(try await client.execute(uri: "/v2/sessions/\(sid)/tokens", method: .post, headers: bearer(project),
                                                      body: ByteBuffer(string: #"{"data":"\#(String(repeating: "d", count: 1001))"}"#)), 400, "1000")
             try expectError(try await client.execute(uri: "/v2/sessions/nosuch/tokens", method: .post, headers: bearer(project)), 404, "no session")

@@ -1,4 +1,5 @@
 import Foundation
+import JWTKit
 import Testing
 
 @testable import SessionServer
@@ -178,5 +179,58 @@ struct RouterSecretTests {
 
     private func temporaryPath() -> String {
         NSTemporaryDirectory() + "camagent-secret-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+    }
+}
+
+/// Tokens made by hand with the router's secret: what minting never makes,
+/// the router must not take either.
+@Suite("Hand-made tokens")
+struct HandMadeTokenTests {
+    let authority = TokenAuthority(secret: testSecret)
+    let now = Date(timeIntervalSince1970: 1_800_000_000)
+
+    private func token(header: JWTHeader = ["alg": "HS256", "typ": "JWT"], iat: Double = 0, lifetime: Double = 600) async throws -> String {
+        let keys = JWTKeyCollection()
+        await keys.add(hmac: HMACKey(from: Array("0123456789abcdef0123456789abcdef".utf8)), digestAlgorithm: .sha256)
+        let payload = TokenPayload(ist: nil, sessionID: "s", role: "subscriber", connectionData: nil,
+                                   iat: IssuedAtClaim(value: now.addingTimeInterval(iat)),
+                                   exp: ExpirationClaim(value: now.addingTimeInterval(iat + lifetime)),
+                                   jti: IDClaim(value: "j"))
+        return try await keys.sign(payload, header: header)
+    }
+
+    @Test("the same claims made by hand verify, so the checks below are the only difference")
+    func baseline() async throws {
+        _ = try await authority.verify(try await token(), now: now)
+    }
+
+    @Test("a header naming another algorithm than HS256 is refused, though the signature is HS256's")
+    func headerAlgorithm() async throws {
+        let forged = try await token(header: ["alg": "HS512", "typ": "JWT"])
+        await #expect(throws: TokenError.malformed("the header's alg is \"HS512\", not HS256")) {
+            try await authority.verify(forged, now: now)
+        }
+    }
+
+    @Test("a lifetime over 30 days, or an iat more than 5 minutes ahead, is refused")
+    func claimsMintingNeverMakes() async throws {
+        let long = try await token(lifetime: 30 * 86_400 + 1)
+        await #expect(throws: TokenError.malformed("exp is more than 30 days after iat")) { try await authority.verify(long, now: now) }
+        _ = try await authority.verify(try await token(iat: 299), now: now)
+        let ahead = try await token(iat: 301)
+        await #expect(throws: TokenError.self) { try await authority.verify(ahead, now: now) }
+    }
+
+    @Test("a missing claim is named in words, not as the decoder's dump")
+    func missingClaim() async throws {
+        struct NoExpiry: JWTPayload {
+            var session_id = "s", role = "subscriber", jti = "j"
+            var iat = 1_800_000_000
+            func verify(using algorithm: some JWTAlgorithm) async throws {}
+        }
+        let keys = JWTKeyCollection()
+        await keys.add(hmac: HMACKey(from: Array("0123456789abcdef0123456789abcdef".utf8)), digestAlgorithm: .sha256)
+        let text = try await keys.sign(NoExpiry())
+        await #expect(throws: TokenError.malformed("no exp claim")) { try await authority.verify(text, now: now) }
     }
 }

@@ -531,6 +531,12 @@ struct RESTResponder: HTTPResponder {
         do {
             return try JSONDecoder().decode(T.self, from: Data(bytes))
         } catch let error as DecodingError {
+            // Foundation says "not valid JSON" also for valid JSON whose number does not fit
+            // the field (1.5 where whole seconds are taken), without naming the field.
+            if case .dataCorrupted(let context) = error, context.codingPath.isEmpty,
+               (try? JSONDecoder().decode(JSONValue.self, from: Data(bytes))) != nil {
+                throw APIError(400, "bad JSON body: a field's value is not of its type (numbers such as expireIn are whole)")
+            }
             throw APIError(400, "bad JSON body: \(describe(error))")
         } catch {
             throw APIError(400, "bad JSON body: \(error)")

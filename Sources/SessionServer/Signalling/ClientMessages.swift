@@ -189,7 +189,10 @@ private func typeName(_ type: Any.Type) -> String {
     switch type {
     case is Bool.Type: "boolean"
     case is String.Type: "string"
-    case is Int.Type, is Double.Type: "number"
-    default: "\(type)"
+    case is Int.Type: "whole number"
+    case is Double.Type: "number"
+    case is [String: Any].Type: "JSON object"
+    default: String(describing: type).hasPrefix("Dictionary<") ? "JSON object"
+        : String(describing: type).hasPrefix("Array<") ? "JSON array" : "\(type)"
     }
 }

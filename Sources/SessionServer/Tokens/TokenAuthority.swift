@@ -15,6 +15,9 @@ public struct TokenAuthority: Sendable {
     public static let maxSessionIDLength = 128
     /// A longer string is not parsed as a token at all.
     static let maxTokenLength = 8 * 1024
+    /// How far a token's `iat` may lie ahead of the router's clock (another
+    /// machine's clock minting it may run a little fast).
+    static let clockSkew = 300.0
 
     private let key: [UInt8]
 
@@ -67,18 +70,32 @@ public struct TokenAuthority: Sendable {
         guard token.utf8.count <= Self.maxTokenLength else {
             throw .malformed("longer than \(Self.maxTokenLength) bytes")
         }
+        // JWTKit signs with the one key whatever the header names: a header that
+        // says another algorithm than the one used is not this router's token.
+        guard let algorithm = Self.headerAlgorithm(of: token) else { throw .malformed("no JSON header with an alg") }
+        guard algorithm == "HS256" else { throw .malformed("the header's alg is \"\(algorithm.prefix(20))\", not HS256") }
         let payload: TokenPayload
         do {
             payload = try await keys().verify(token, as: TokenPayload.self)
         } catch let error as JWTError {
             switch error.errorType {
             case .signatureVerificationFailed: throw .badSignature
-            default: throw .malformed(error.reason ?? error.errorType.description)
+            default:
+                // JWTKit gives a claim it could not decode as its decoder's dump: name it instead.
+                if let problem = Self.claimProblem(inPayloadOf: token) { throw .malformed(problem) }
+                throw .malformed(error.reason ?? error.errorType.description)
             }
         } catch {
             throw .malformed("\(error)")
         }
         guard payload.exp.value > now else { throw .expired(at: payload.exp.value) }
+        // What minting allows, checked again: a hand-made token gets no more.
+        guard payload.iat.value.timeIntervalSince(now) <= Self.clockSkew else {
+            throw .malformed("iat lies in the future (\(Int64(payload.iat.value.timeIntervalSince1970)), Unix time)")
+        }
+        guard payload.exp.value.timeIntervalSince(payload.iat.value) <= Double(Self.maxLifetime) else {
+            throw .malformed("exp is more than 30 days after iat")
+        }
         if let ist = payload.ist {
             guard ist == "project" else { throw .malformed("unknown ist \"\(ist.prefix(40))\"") }
             return .project(ProjectTokenClaims(issuedAt: payload.iat.value, expiresAt: payload.exp.value, tokenID: payload.jti.value))
@@ -93,6 +110,45 @@ public struct TokenAuthority: Sendable {
         return .client(ClientTokenClaims(
             sessionID: sessionID, role: role, connectionData: data,
             issuedAt: payload.iat.value, expiresAt: payload.exp.value, tokenID: payload.jti.value))
+    }
+
+    /// The `alg` of a compact JWT's header (base64url JSON), nil when there is none.
+    static func headerAlgorithm(of token: String) -> String? {
+        guard let first = token.split(separator: ".", omittingEmptySubsequences: false).first, first.count <= 1024 else { return nil }
+        var text = String(first.map { $0 == "-" ? "+" : $0 == "_" ? "/" : $0 })
+        text += String(repeating: "=", count: (4 - text.count % 4) % 4)
+        struct Header: Decodable { var alg: String }
+        guard let data = Data(base64Encoded: text) else { return nil }
+        return try? JSONDecoder().decode(Header.self, from: data).alg
+    }
+
+    /// Why the token's payload is not the contract's claims, in words; nil when it is.
+    static func claimProblem(inPayloadOf token: String) -> String? {
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3 else { return nil }
+        var text = String(parts[1].map { $0 == "-" ? "+" : $0 == "_" ? "/" : $0 })
+        text += String(repeating: "=", count: (4 - text.count % 4) % 4)
+        guard let data = Data(base64Encoded: text) else { return "the payload is not base64url" }
+        do {
+            _ = try JSONDecoder().decode(TokenPayload.self, from: data)
+            return nil
+        } catch let error as DecodingError {
+            return claimProblem(error)
+        } catch {
+            return nil
+        }
+    }
+
+    /// A claim that is missing or of the wrong type, in words (not the decoder's dump).
+    static func claimProblem(_ error: DecodingError) -> String {
+        func name(_ path: [any CodingKey]) -> String { path.last?.stringValue ?? "the payload" }
+        return switch error {
+        case .keyNotFound(let key, _): "no \(key.stringValue) claim"
+        case .valueNotFound(_, let context): "\(name(context.codingPath)) is null"
+        case .typeMismatch(_, let context): "\(name(context.codingPath)) has the wrong type"
+        case .dataCorrupted(let context): context.codingPath.isEmpty ? "the payload is not JSON" : "\(name(context.codingPath)) is not valid"
+        @unknown default: "the claims are not the contract's"
+        }
     }
 
     private func sign(_ payload: TokenPayload) async throws(TokenError) -> String {
