@@ -119,6 +119,11 @@ def test_camagent_to_camagent_through_the_router(net, workdir, codec):
     check_tone_wav(audio, seconds=WATCH)
     publisher.wait(timeout=60)
     assert publisher.returncode == 0, "".join(publisher.output)[-2000:]
+    # The router echoes the publisher's sender reports in its receiver reports: the
+    # publisher knows its round-trip time to the router.
+    stats = [e for e in json_lines("".join(publisher.output)) if e.get("event") == "stats"]
+    remote = [r for e in stats for r in e.get("rtcStats", []) if r.get("type") == "remote-inbound-rtp"]
+    assert any(r.get("roundTripTime") is not None for r in remote), stats[-1:]
 
 
 def test_subscribe_to_the_built_in_viewer_over_whep_with_its_token(net, workdir):

@@ -90,6 +90,31 @@ struct ForwardedFramesTests {
         #expect(rig.frames.packetsDropped.load(ordering: .relaxed) == 0)
     }
 
+    /// The publisher's round-trip time needs its sender reports echoed: the
+    /// router's receiver report carries the report's middle NTP bits (LSR) and
+    /// the time since it came (DLSR, 1/65536 s).
+    @Test func theReceiverReportEchoesThePublishersSenderReport() throws {
+        let rig = Rig()
+        _ = rig.feed(Self.frame(seq: 1, ts: 5000, count: 1, keyframe: true))
+        guard case .receiverReport(_, let before)? = rig.frames.receiverReports().first else {
+            Issue.record("no receiver report")
+            return
+        }
+        #expect(before.map(\.lastSenderReport) == [0])
+        let ntp: UInt64 = 0xE000_1234_5678_9ABC
+        let arrived = MonotonicTimestamp.now().seconds - 0.5
+        rig.frames.receive(rtcp: [.senderReport(SenderReport(ssrc: Self.publisherSSRC, ntpTimestamp: ntp, rtpTimestamp: 5000,
+                                                              packetCount: 1, octetCount: 60))], now: arrived)
+        guard case .receiverReport(_, let after)? = rig.frames.receiverReports().first, let block = after.first else {
+            Issue.record("no receiver report")
+            return
+        }
+        #expect(block.ssrc == Self.publisherSSRC)
+        #expect(block.lastSenderReport == 0x1234_5678)
+        let delay = Double(block.delaySinceLastSenderReport) / 65536
+        #expect(delay >= 0.5 && delay < 5, "\(delay)")
+    }
+
     @Test func framesBeforeTheFirstKeyframeAreHeldBackAndAKeyframeIsAskedFor() throws {
         let rig = Rig()
         let feedback = rig.feed(Self.frame(seq: 10, ts: 3000, count: 2, keyframe: false))

@@ -101,10 +101,23 @@ final class ForwardedFrames: ReceivedRTPSink, @unchecked Sendable {   // state b
     }
 
     func receiverReports() -> [RTCPPacket] {
+        let now = MonotonicTimestamp.now().seconds
         var blocks: [ReceptionReport] = []
-        if let block = audioReception?.report() { blocks.append(block) }
-        if let block = videoReception?.report() { blocks.append(block) }
+        if let block = audioReception?.report(now: now) { blocks.append(block) }
+        if let block = videoReception?.report(now: now) { blocks.append(block) }
         return blocks.isEmpty ? [] : [.receiverReport(ssrc: feedbackSSRC, reports: blocks)]
+    }
+
+    /// The publisher's sender reports, echoed in the receiver reports (LSR, DLSR):
+    /// the publisher's round-trip time comes from them.
+    func receive(rtcp packets: [RTCPPacket], now: Double) {
+        for case .senderReport(let report) in packets {
+            if report.ssrc == videoReception?.ssrc {
+                videoReception?.noteSenderReport(ntpTimestamp: report.ntpTimestamp, arrival: now)
+            } else if report.ssrc == audioReception?.ssrc {
+                audioReception?.noteSenderReport(ntpTimestamp: report.ntpTimestamp, arrival: now)
+            }
+        }
     }
 
     private static func count(_ view: RTPPacketView, in counter: inout ReceptionCounter?) {
