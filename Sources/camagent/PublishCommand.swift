@@ -44,6 +44,9 @@ struct PublishCommand: ParsableCommand {
     @Option(help: "A camagent router session to publish into (http://HOST:PORT/v2/sessions/SID), over WHIP with --token, a publisher token of that session.")
     var session: String?
 
+    @Option(help: "The stream's name in its session (--session, or the built-in one), which subscribers see and `subscribe --name` picks. Default: the camera's device. With several cameras each stream is \"NAME: camera N: DEVICE\" (without --name, \"camera N: DEVICE\").")
+    var name: String?
+
     @Flag(help: "Live captions of this stream's audio (publishCaptions), recognised on this machine. In its own session (no --whip or --session) they start at once and show on the session page; with --session the router recognises speech while that session's captions run (POST /v2/sessions/SID/captions) and sends the text to subscribers that want it. Needs audio.")
     var captions = false
 
@@ -117,6 +120,7 @@ struct PublishCommand: ParsableCommand {
         guard channels == 1 || channels == 2 else { throw ValidationError("--channels takes 1 or 2") }
         guard (50...50_000).contains(bitrate) else { throw ValidationError("--bitrate takes 50 to 50000 kbit/s") }
         if let duration, duration <= 0 { throw ValidationError("--duration must be positive") }
+        if let name, name.isEmpty || name.count > 200 { throw ValidationError("--name takes 1 to 200 characters") }
         if let listen, parseListenAddress(listen) == nil {
             throw ValidationError("--listen takes HOST:PORT, e.g. 0.0.0.0:8080 or [::]:8080")
         }
@@ -213,7 +217,8 @@ struct PublishCommand: ParsableCommand {
             let cameraOut = several ? out.forCamera(index + 1) : out
             let microphone = index == 0 ? audioDevice : nil
             // In a session, several cameras are several streams: each is named after its camera.
-            let streamName = several ? "camera \(index + 1): \(capture?.captureSettings?.device ?? "audio")" : nil
+            let device = capture?.captureSettings?.device ?? "audio"
+            let streamName = several ? "\(name.map { "\($0): " } ?? "")camera \(index + 1): \(device)" : (name ?? device)
             var signaling: WHIPSignaling?
             if let whip {
                 do {
@@ -271,7 +276,7 @@ struct PublishCommand: ParsableCommand {
                 cameraOut.say("publish:   \(negotiated.codec)\(negotiated.audioCodec.map { " + \($0)" } ?? "") to \(targets.joined(separator: " and "))")
             }
             cameras.append(PublishedCamera(publisher: publisher, out: cameraOut, negotiated: negotiated,
-                                           streamName: streamName ?? ""))
+                                           streamName: streamName))
         }
 
         let stopRequested = PThreadLocked(false)
@@ -397,10 +402,10 @@ struct PublishedCamera {
     let publisher: Publisher
     let out: EventPrinter
     let negotiated: NegotiatedSummary
-    /// Its stream's name in a session (several cameras), "" otherwise.
+    /// Its stream's name in a session: --name, or its device ("camera N: DEVICE" with several).
     var streamName = ""
 
-    /// What the embedded session is told about this stream: named after its device when it is the only one.
+    /// What the embedded session is told about this stream.
     var embeddedCamera: SessionCamera {
         let size = negotiated.size?.split(separator: "x").compactMap { Int($0) } ?? []
         return .init(publisher: publisher, name: streamName.isEmpty ? (negotiated.device ?? "camagent") : streamName,

@@ -86,6 +86,8 @@ def test_camagent_to_camagent_through_the_router(net, workdir, codec):
     url = router.session_url(session)
     publisher = start_publisher(net, workdir, "--session", url, "--token", router.token(session, "publisher"),
                                 codec=codec, duration=WATCH + 14)
+    # One camera's stream is named after its device unless --name says otherwise.
+    assert router.wait_for_streams(session, 1)[0]["name"] == "test-pattern"
     video, audio = os.path.join(workdir, "sub.y4m"), os.path.join(workdir, "sub.wav")
     code, lines, err = subscribe(net, "--session", url, "--token", router.token(session, "subscriber"), "--first",
                                  "--video-out", video, "--audio-out", audio, "--duration", str(WATCH))
@@ -189,13 +191,14 @@ def test_subscribe_exit_codes(net, workdir):
 
     # Nor to a stream that is there (the router would refuse its WHEP offer with 403 too).
     publisher = start_publisher(net, workdir, "--session", url, "--token", router.token(session, "publisher"),
-                                duration=10)
-    router.wait_for_streams(session, 1)
+                                "--name", "front door", duration=10)
+    assert router.wait_for_streams(session, 1)[0]["name"] == "front door"
     code, _, err = subscribe(net, "--session", url, "--token", router.token(session, "publisher-only"), "--first")
     assert code == EXIT_UNAUTHORIZED and "cannot subscribe" in err, (code, err)
 
     # The publisher leaves (its --duration): the subscriber, given no duration, ends with the stream.
-    code, lines, err = subscribe(net, "--session", url, "--token", subscriber, "--first", "--wait-for-stream", "20")
+    code, lines, err = subscribe(net, "--session", url, "--token", subscriber, "--name", "front door",
+                                 "--wait-for-stream", "20")
     # The reason is the session's streamDestroyed: the publisher DELETEd its WHIP resource.
     assert code == EXIT_STREAM_ENDED and "the stream ended: clientDisconnected (streamDestroyed)" in err, \
         (code, err[-2000:])
