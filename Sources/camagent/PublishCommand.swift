@@ -133,6 +133,11 @@ struct PublishCommand: ParsableCommand {
         if let stun, parseHostPort(stun) == nil { throw ValidationError("--stun takes host:port with a numeric IP") }
         if session != nil && whip != nil { throw ValidationError("--session and --whip contradict each other: --session is a WHIP endpoint too") }
         if session != nil && token == nil { throw ValidationError("--session needs --token: a publisher token of that session (camagent token)") }
+        // With a server and no --listen there is no built-in viewer for these to apply to.
+        // (--viewer-token-file is left alone: the service passes it whatever the configuration.)
+        if (session != nil || whip != nil) && listen == nil, open || viewerToken != nil {
+            throw ValidationError("--open and --viewer-token are for the built-in viewer: with --session or --whip it runs only with --listen HOST:PORT")
+        }
         if captions && session == nil && whip != nil && listen == nil {
             throw ValidationError("--captions needs a session: its own (no --whip, or --listen) or a router's (--session); a WHIP server is sent no captions")
         }

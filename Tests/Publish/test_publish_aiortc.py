@@ -172,3 +172,7 @@ def test_bad_usage(net):
     proc = net.run([BIN, "publish", "--device", "test-pattern", "--whip", f"http://{net.addr}:9/whip",
                     "--codec", "theora"], timeout=30)
     assert proc.returncode == EXIT_USAGE, describe(proc)
+    # A viewer token with a server and no built-in viewer (no --listen) would be ignored: said instead.
+    proc = net.run([BIN, "publish", "--device", "test-pattern", "--whip", f"http://{net.addr}:9/whip",
+                    "--viewer-token", "t"], timeout=30)
+    assert proc.returncode == EXIT_USAGE and "--listen" in proc.stderr, describe(proc)
