@@ -163,6 +163,12 @@ struct PublishCommand: ParsableCommand {
         // Asked of the router before any device opens, then joined: its streams are this client's
         // (routed: media over WHIP to the router; relayed: subscribers are answered here).
         let joined = try session.map { url in try joinSession(url, logger: logger, out: out) }
+        // A subscriber token may join but not publish: said now, before any device opens.
+        if let joined, let capabilities = joined.session.capabilities, !capabilities.publish {
+            joined.stop()
+            printFailure("this token cannot publish in \(joined.url) (its role may only subscribe)")
+            throw ExitCode(ExitCodes.unauthorized)
+        }
         // Audio first: a missing sound card should fail before the camera opens.
         var audioDevice: (any AudioDevice)?
         let format = AudioFormat(sampleRate: 48_000, channels: channels)
@@ -303,8 +309,12 @@ struct PublishCommand: ParsableCommand {
                 for started in cameras[..<index] { started.publisher.unpublish() }
                 out.finishStatusLine()
                 switch error {
-                case let error as PublisherError: throw fail(error)
-                case let error as SessionError: throw sessionFailure(error, joined?.url ?? "")
+                case let error as PublisherError:
+                    if out.hasShownFailure(error.description) { throw ExitCode(ExitCodes.code(for: error)) }
+                    throw fail(error)
+                case let error as SessionError:
+                    if case .publisher(let e) = error, out.hasShownFailure(e.description) { throw ExitCode(ExitCodes.code(for: e)) }
+                    throw sessionFailure(error, joined?.url ?? "")
                 default: throw error
                 }
             }
@@ -463,7 +473,12 @@ final class EventPrinter: Sendable {
     private final class SharedOutput: Sendable {
         let statusLine = StatusLine()
         let lock = PThreadLocked(())
+        /// The last failure a `failed` event showed in text, so the exit does not say it again.
+        let lastFailure = PThreadLocked<String?>(nil)
     }
+
+    /// A `failed` event already showed this failure on stderr (text mode).
+    func hasShownFailure(_ text: String) -> Bool { output.lastFailure.withLock { $0 == text } }
 
     convenience init(json: Bool) { self.init(json: json, camera: nil, output: SharedOutput()) }
 
@@ -536,8 +551,11 @@ final class EventPrinter: Sendable {
                 say("camagent: stream dropped: \(reason)")
             }
         case .failed(let error):
-            if json { emit(StateLine(state: "error", error: error.description)) }
-            else { finishStatusLine(); say("camagent: \(error)") }
+            if json { emit(StateLine(state: "error", error: error.description)) } else {
+                finishStatusLine()
+                if camera == nil { printFailure(error.description) } else { say("camagent: \(error)") }
+                output.lastFailure.withLock { $0 = error.description }
+            }
         case .viewerJoined(let id, let codec, let pair):
             viewersJoined.withLock { $0 += 1 }
             if json { emit(ViewerLine(state: "joined", id: id, codec: codec, selectedPair: pair)) } else {

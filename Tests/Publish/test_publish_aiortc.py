@@ -80,9 +80,13 @@ def test_video_only(net, receiver_factory):
 def test_wrong_token_is_unauthorized(net, receiver_factory):
     r = receiver_factory(token=TOKEN)
     proc = camagent_publish(net, r.url, token="wrong-" + TOKEN, duration=3)
+    # In text (no --json) the failure is said once, not by its event and again at the exit.
+    text = net.run([BIN, "publish", "--device", "test-pattern", "--audio", "none", "--whip", r.url,
+                    "--token", "wrong", "--duration", "3"], timeout=60)
     summary = r.stop()
     assert proc.returncode == EXIT_UNAUTHORIZED, describe(proc)
     assert proc.stderr.strip().startswith("camagent:"), proc.stderr
+    assert text.returncode == EXIT_UNAUTHORIZED and text.stderr.count("401") == 1, text.stderr
     assert summary["unauthorized"] >= 1 and summary["sessions"] == []
 
 
