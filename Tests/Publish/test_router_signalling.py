@@ -328,3 +328,34 @@ def test_cli_refusals_have_their_exit_codes(net, workdir):
     busy = net.run([BIN, "router", "--listen", f"{net.addr}:{PORT}", "--secret-file", router.secret], timeout=30)
     assert busy.returncode == EXIT_LISTEN, busy.stderr
     assert "cannot listen" in busy.stderr, busy.stderr
+
+
+def test_a_body_declared_too_large_is_refused_before_it_is_waited_for(net, workdir):
+    """A client that declares 100 MB and sends 2 bytes gets its 413 (JSON) at once; the router
+    would otherwise wait for the rest until its read timed out and then close without a word."""
+    import socket
+
+    router = Router(net, workdir)
+    project = router.project_token()
+
+    def scenario():
+        with socket.create_connection((net.addr, PORT), timeout=WAIT) as s:
+            s.sendall(b"POST /v2/sessions HTTP/1.1\r\nHost: router\r\nAuthorization: Bearer " + project.encode()
+                      + b"\r\nContent-Type: application/json\r\nContent-Length: 100000000\r\n\r\n{}")
+            data = b""
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+                head, _, body = data.partition(b"\r\n\r\n")
+                length = [int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")]
+                if length and len(body) >= length[0]:
+                    break
+            return data
+
+    reply = in_namespace(net, scenario, timeout=WAIT + 5)
+    head, _, body = reply.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 413"), reply[:500]
+    error = json.loads(body)
+    assert error["code"] == 413 and "Content-Length 100000000" in error["message"], error

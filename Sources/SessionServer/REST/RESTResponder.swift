@@ -514,6 +514,12 @@ struct RESTResponder: HTTPResponder {
     }
 
     private func readBody(_ request: Request) async throws(APIError) -> [UInt8] {
+        // A body declared too large is refused before it is waited for (a client that
+        // declares 100 MB and sends 2 bytes would otherwise hold the connection until
+        // the read times out).
+        if let declared = request.headers[.contentLength].flatMap({ Int($0) }), declared > maxBodySize {
+            throw APIError(413, "the body is larger than \(maxBodySize) bytes (Content-Length \(declared))")
+        }
         do {
             let buffer = try await request.body.collect(upTo: maxBodySize)
             return Array(buffer.readableBytesView)
