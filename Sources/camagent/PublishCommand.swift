@@ -154,6 +154,7 @@ struct PublishCommand: ParsableCommand {
         service.status("Starting: opening the camera and the microphone")
         // Read (or made) before any device opens: a bad token file fails at once (exit 78).
         let fileToken = try viewerTokenFile.map(loadViewerToken)
+        try checkTrustedCertificatesFile(tlsCA)
 
         // Captions are recognised from the stream's audio: without audio, OpenTok's MissingAudioTrack.
         if captions && audio == "none" {

@@ -47,6 +47,7 @@ struct SessionCreateCommand: ParsableCommand {
     }
 
     func run() throws {
+        try checkTrustedCertificatesFile(tlsCA)
         let secret = try readRouterSecret(at: secretFile)
         let authority = TokenAuthority(secret: secret)
         let minted: Result<String, TokenError>

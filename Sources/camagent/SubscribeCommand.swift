@@ -131,6 +131,7 @@ struct SubscribeCommand: ParsableCommand {
     func run() throws {
         let logger = global.makeLogger()
         let out = SubscriberPrinter(json: json)
+        try checkTrustedCertificatesFile(tlsCA)
 
         // The renderers first: an unwritable file, a missing or busy device fails before any network.
         let videoRenderer: (any VideoRenderer)?

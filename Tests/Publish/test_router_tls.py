@@ -171,6 +171,17 @@ def test_bad_tls_input_gets_a_clear_error_and_exit_code(net, workdir):
         (lone.returncode, lone.stderr)
     assert open(lone_key).read() == "someone's key\n"
 
+    # A client's --tls-ca that cannot be read, or holds no certificate, is this machine's
+    # problem (78), said before any connection, not an unreachable router (80).
+    url = f"https://{net.addr}:1/v2/sessions/x"
+    for ca, words in ((os.path.join(workdir, "no-such-ca.pem"), "cannot be read"), (garbage_crt, "no PEM certificate")):
+        for argv in (["session", "create", "--router", f"https://{net.addr}:1", "--secret-file", secret],
+                     ["subscribe", "--session", url, "--token", "t"],
+                     ["publish", "--device", "test-pattern", "--session", url, "--token", "t"]):
+            proc = net.run([BIN, *argv, "--tls-ca", ca], timeout=60)
+            assert proc.returncode == EXIT_SECRET_OR_TLS_FILE and f"--tls-ca {ca}: {words}" in proc.stderr, \
+                (argv, proc.returncode, proc.stderr)
+
 
 def test_chromium_uses_its_camera_on_the_https_session_page(net, workdir):
     """The reason for TLS: on https the page is a secure origin, so Chromium (trusting only the
