@@ -90,6 +90,25 @@ def http(net, method, url, token=None, body=None, headers=None, context=None):
                         timeout=WAIT + 5)
 
 
+def thread_states(pid):
+    """Each thread of a process that hangs: its name, state and where the kernel has it
+    waiting (/proc: wchan), so a start-up that never finishes says where it stopped."""
+    rows = []
+    try:
+        for tid in sorted(os.listdir(f"/proc/{pid}/task"), key=int):
+            def read(name):
+                try:
+                    with open(f"/proc/{pid}/task/{tid}/{name}") as f:
+                        return f.read().strip()
+                except OSError:
+                    return "?"
+            state = read("stat").rsplit(")", 1)[-1].split()[:1]
+            rows.append(f"  {tid} {read('comm')} {state[0] if state else '?'} {read('wchan')}")
+    except OSError as e:
+        return f"\n(threads of {pid}: {e})"
+    return f"\nthreads of {pid} (tid, name, state, wchan):\n" + "\n".join(rows)
+
+
 def drain(proc):
     """Reads a background process's stdout in a thread (kept in proc.output), so a chatty
     process never blocks on a full pipe; returns proc."""
@@ -129,7 +148,7 @@ class Router:
             if text in line:
                 return line.strip()
         raise AssertionError(f"camagent router printed no {text!r} line (exit {self.proc.poll()}):\n"
-                             + "".join(self.lines) + self.log())
+                             + "".join(self.lines) + self.log() + thread_states(self.proc.pid))
 
     def log(self):
         return open(self.proc.log_path).read()[-4000:]
