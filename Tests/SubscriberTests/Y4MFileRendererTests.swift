@@ -40,6 +40,13 @@ struct Y4MFileRendererTests {
         #expect((firstLuma, secondLuma) == (10, 20))
     }
 
+    /// The decoder's rate for the header: one late capture must not make a 30 fps file
+    /// say 29 (seen in CI), nor a thinned 15 fps stream say 8.
+    @Test(arguments: [(29.0, 30.0), (31.5, 30.0), (14.2, 15.0), (7.4, 7.5), (25.8, 25.0), (59.0, 60.0), (3.2, 3.0), (40.0, 40.0)])
+    func theMeasuredRateIsTakenToTheNominalOne(measured: Double, nominal: Double) {
+        #expect(VideoDecoding.nominalFrameRate(measured) == nominal)
+    }
+
     /// A stream that ends after one frame still gets its file, at the default rate.
     @Test func oneFrameIsWrittenAtTheDefaultRate() throws {
         let path = file("single")

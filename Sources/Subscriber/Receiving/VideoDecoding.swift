@@ -264,8 +264,21 @@ final class VideoDecoding: @unchecked Sendable {   // a slot belongs to one side
         return outcome
     }
 
+    /// Frame rates cameras and encoders run at: a measured rate within 10 % of one
+    /// is taken as it (a capture 4 ms late makes 30 fps measure 29).
+    static let nominalFrameRates: [Double] = [5, 7.5, 10, 12, 12.5, 15, 20, 24, 25, 30, 48, 50, 60]
+
+    /// The nominal rate near `measured`, else `measured` in whole frames a second.
+    static func nominalFrameRate(_ measured: Double) -> Double {
+        if let near = nominalFrameRates.min(by: { abs($0 - measured) < abs($1 - measured) }),
+           abs(near - measured) <= near * 0.1 {
+            return near
+        }
+        return max(1, measured.rounded())
+    }
+
     /// The stream's frame rate from the frames' RTP times (90 kHz), smoothed and
-    /// rounded to whole frames a second, on the picture's format (0 until known).
+    /// taken to the nominal rate near it, on the picture's format (0 until known).
     private func noteFrameRate(_ timestamp: UInt32, into target: VideoFrame?) {
         if let last = lastDecodedTimestamp {
             let seconds = Double(timestamp &- last) / 90_000
@@ -275,7 +288,7 @@ final class VideoDecoding: @unchecked Sendable {   // a slot belongs to one side
         }
         lastDecodedTimestamp = timestamp
         guard let target, frameInterval > 0 else { return }
-        let rate = max(1, (1 / frameInterval).rounded())
+        let rate = Self.nominalFrameRate(1 / frameInterval)
         target.setEstimatedFramesPerSecond(rate)
     }
 }
