@@ -114,11 +114,9 @@ public struct TokenAuthority: Sendable {
 
     /// The `alg` of a compact JWT's header (base64url JSON), nil when there is none.
     static func headerAlgorithm(of token: String) -> String? {
-        guard let first = token.split(separator: ".", omittingEmptySubsequences: false).first, first.count <= 1024 else { return nil }
-        var text = String(first.map { $0 == "-" ? "+" : $0 == "_" ? "/" : $0 })
-        text += String(repeating: "=", count: (4 - text.count % 4) % 4)
+        guard let first = token.split(separator: ".", omittingEmptySubsequences: false).first, first.count <= 1024,
+              let data = base64URLDecoded(first) else { return nil }
         struct Header: Decodable { var alg: String }
-        guard let data = Data(base64Encoded: text) else { return nil }
         return try? JSONDecoder().decode(Header.self, from: data).alg
     }
 
@@ -126,9 +124,7 @@ public struct TokenAuthority: Sendable {
     static func claimProblem(inPayloadOf token: String) -> String? {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3 else { return nil }
-        var text = String(parts[1].map { $0 == "-" ? "+" : $0 == "_" ? "/" : $0 })
-        text += String(repeating: "=", count: (4 - text.count % 4) % 4)
-        guard let data = Data(base64Encoded: text) else { return "the payload is not base64url" }
+        guard let data = base64URLDecoded(parts[1]) else { return "the payload is not base64url" }
         do {
             _ = try JSONDecoder().decode(TokenPayload.self, from: data)
             return nil
@@ -137,6 +133,13 @@ public struct TokenAuthority: Sendable {
         } catch {
             return nil
         }
+    }
+
+    /// One part of a compact JWT (base64url, unpadded) as bytes.
+    private static func base64URLDecoded(_ part: Substring) -> Data? {
+        var text = String(part.map { $0 == "-" ? "+" : $0 == "_" ? "/" : $0 })
+        text += String(repeating: "=", count: (4 - text.count % 4) % 4)
+        return Data(base64Encoded: text)
     }
 
     /// A claim that is missing or of the wrong type, in words (not the decoder's dump).
