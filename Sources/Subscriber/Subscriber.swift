@@ -22,7 +22,7 @@ public final class Subscriber: Sendable {
     private let media: ReceivedMedia
     private let onEvent: @Sendable (SubscriberEvent) -> Void
     private let signal = StopSignal()
-    private let control = PThreadLocked<Control>(Control())
+    private let control: PThreadLocked<Control>
 
     private struct Control {
         var thread: StoppableThread?
@@ -34,6 +34,11 @@ public final class Subscriber: Sendable {
         var settingsHandler: (@Sendable (String, SubscriberWishes) -> Void)?
         var subscribeToCaptions = false
         var preferredFrameRate: Double?
+        /// `connected` was said: until then the decoder's first
+        /// `videoDimensions` waits here, so events come in their natural order
+        /// (the decoder's thread can get a keyframe out before this thread wakes).
+        var saidConnected = false
+        var heldDimensions: SubscriberEvent?
     }
 
     /// - Parameters:
@@ -57,8 +62,16 @@ public final class Subscriber: Sendable {
         do { certificate = try DTLSCertificate(commonName: "camagent-subscriber") } catch {
             throw .connection(.dtls(error))
         }
-        media = ReceivedMedia(video: video, audio: audio, maxBitrate: settings.maxBitrate, logger: logger,
-                              onEvent: onEvent)
+        let control = PThreadLocked(Control())
+        self.control = control
+        media = ReceivedMedia(video: video, audio: audio, maxBitrate: settings.maxBitrate, logger: logger) { event in
+            let held = control.withLock { c -> Bool in
+                guard !c.saidConnected else { return false }
+                c.heldDimensions = event
+                return true
+            }
+            if !held { onEvent(event) }
+        }
     }
 
     // MARK: Control
@@ -334,6 +347,12 @@ public final class Subscriber: Sendable {
                 }
                 setState(.connected)
                 onEvent(reconnecting ? .reconnected(selectedPair: pair) : .connected(codecs: codecs.joined(separator: "+"), selectedPair: pair))
+                let held = control.withLock { c in
+                    c.saidConnected = true
+                    defer { c.heldDimensions = nil }
+                    return c.heldDimensions
+                }
+                if let held { onEvent(held) }
             case .failed(.peerClosed):
                 peerClosed = true
                 return connected ? .ended("the sender closed the connection") : .failed(.connection(.peerClosed))

@@ -99,6 +99,9 @@ def test_camagent_to_camagent_through_the_router(net, workdir, codec):
     assert connected["codecs"] == ("VP8+opus" if codec == "vp8" else "H264+opus"), connected
     assert {"event": "video", "state": "dimensions", "width": 640, "height": 480} in \
         [{k: e.get(k) for k in ("event", "state", "width", "height")} for e in events(lines, "video")], lines
+    # Events in their natural order: the decoder's first size never comes before "connected".
+    order = [e.get("state") for e in lines if e.get("event") in ("state", "video")]
+    assert order.index("connected") < order.index("dimensions"), order
     summary = events(lines, "summary")[-1]
     assert summary["video"]["framesDecoded"] >= 0.4 * 15 * WATCH and summary["video"]["decodeErrors"] == 0, summary
     assert summary["audio"]["samplesDecoded"] >= 0.5 * 48000 * WATCH, summary
