@@ -59,7 +59,7 @@ struct SubscribeCommand: ParsableCommand {
     @Option(help: "With --session: the frame rate to receive at most (preferredFrameRate). camagent's router then sends half the publisher's frames when it makes VP8 temporal layers, as camagent publish does; other publishers' streams come whole.")
     var preferredFrameRate: Double?
 
-    @Option(help: "Stop after this many seconds (default: until the stream ends or interrupted).")
+    @Option(help: "Stop after this many seconds, counted from the start: waiting for the stream and connecting count (default: until the stream ends or interrupted).")
     var duration: Double?
 
     @Option(help: "Seconds for ICE and DTLS to connect once the server answered.")
@@ -129,6 +129,8 @@ struct SubscribeCommand: ParsableCommand {
     }
 
     func run() throws {
+        // --duration bounds the whole command: waiting for the stream and connecting count.
+        let started = MonotonicTimestamp.now()
         let logger = global.makeLogger()
         let out = SubscriberPrinter(json: json)
         try checkTrustedCertificatesFile(tlsCA)
@@ -160,7 +162,7 @@ struct SubscribeCommand: ParsableCommand {
                 printError("camagent: this token cannot subscribe in \(client.sessionURL) (its role may only publish)")
                 throw ExitCode(ExitCodes.unauthorized)
             }
-            let chosen = try choose(in: client, out: out)
+            let chosen = try choose(in: client, out: out, waitingUpTo: min(waitForStream, duration ?? .infinity))
             var onCaptions: (@Sendable (Bool) -> Void)?
             if captions { onCaptions = { @Sendable on in out.captions(on) } }
             watch.follow(chosen.streamId, onCaptions: onCaptions) { enabled in
@@ -212,8 +214,7 @@ struct SubscribeCommand: ParsableCommand {
         defer { withExtendedLifetime(signals) {} }
         subscriber.start()
         if stdinControl { StdinControl.start(subscriber) }
-        let started = MonotonicTimestamp.now()
-        var nextStats = started + .seconds(1)
+        var nextStats = MonotonicTimestamp.now() + .seconds(1)
         var previous: SubscriberStats?
         var outcome: Result<Void, SubscriberError>?
         while !stopRequested.withLock({ $0 }) {
@@ -257,9 +258,10 @@ struct SubscribeCommand: ParsableCommand {
         return try WAVFileRenderer(path: audioOut, channels: channels)
     }
 
-    /// The stream asked for, waiting up to --wait-for-stream for it to be published.
-    private func choose(in session: Session, out: SubscriberPrinter) throws -> SessionStream {
-        let deadline = MonotonicTimestamp.now().seconds + waitForStream
+    /// The stream asked for, waiting up to `seconds` (--wait-for-stream, within
+    /// --duration) for it to be published.
+    private func choose(in session: Session, out: SubscriberPrinter, waitingUpTo seconds: Double) throws -> SessionStream {
+        let deadline = MonotonicTimestamp.now().seconds + seconds
         var announced = false
         while true {
             let list = session.streams
@@ -270,7 +272,7 @@ struct SubscribeCommand: ParsableCommand {
             if MonotonicTimestamp.now().seconds >= deadline {
                 let wanted = stream.map { "stream \($0) is" } ?? name.map { "no stream named \"\($0)\" is" } ?? "no stream is"
                 let present = list.isEmpty ? "none" : list.map { "\($0.streamId) (\"\($0.name)\")" }.joined(separator: ", ")
-                printError("camagent: \(stream == nil ? wanted : wanted + " not") published in \(session.sessionURL) after \(Int(waitForStream)) s; streams there: \(present)")
+                printError("camagent: \(stream == nil ? wanted : wanted + " not") published in \(session.sessionURL) after \(seconds == seconds.rounded() ? String(Int(seconds)) : seconds.formatted(decimals: 1)) s; streams there: \(present)")
                 throw ExitCode(ExitCodes.noSuchStream)
             }
             if !announced {
