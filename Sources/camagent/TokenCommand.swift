@@ -26,7 +26,8 @@ struct TokenCommand: ParsableCommand {
     @Option(help: "The client token's role: subscriber, publisher, publisher-only or moderator.")
     var role: String?
 
-    @Option(help: "Seconds until the token expires (1 to 2592000, 30 days).")
+    // Unconditional: "-5" is read as the number it is, so the range is what the error names.
+    @Option(parsing: .unconditional, help: "Seconds until the token expires (1 to 2592000, 30 days).")
     var expireIn = TokenAuthority.defaultLifetime
 
     @Option(help: "Connection data the other clients see (at most 1000 characters).")

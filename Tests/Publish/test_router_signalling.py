@@ -296,6 +296,8 @@ def test_cli_refusals_have_their_exit_codes(net, workdir):
     for args, words in [(["--session", "s", "--role", "king"], "unknown role"),
                         (["--session", "s", "--role", "publisher", "--data", "d" * 1001], "1000"),
                         (["--session", "s", "--role", "publisher", "--expire-in", str(31 * 86400)], "30 days"),
+                        # A negative number is the number given, not a missing value.
+                        (["--session", "s", "--role", "publisher", "--expire-in", "-5"], "takes 1 to"),
                         (["--project", "--role", "publisher"], "--project")]:
         proc = net.run([BIN, "token", "--secret-file", router.secret, *args], timeout=30)
         assert proc.returncode == EXIT_USAGE and words in proc.stderr, (args, proc.returncode, proc.stderr)
