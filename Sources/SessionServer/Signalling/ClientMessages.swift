@@ -167,32 +167,3 @@ struct SignallingRefusal: Error, Equatable {
     /// The `error` message as sent.
     var messageText: String { jsonText(ServerMessage.Error(code: code, message: message)) }
 }
-
-/// A decoding error in words a client can act on: which field, what was wrong.
-func describe(_ error: DecodingError) -> String {
-    func path(_ context: DecodingError.Context) -> String {
-        let keys = context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }
-        return keys.isEmpty ? "the message" : "field \(keys.joined(separator: "."))"
-    }
-    switch error {
-    case .keyNotFound(let key, let context):
-        let parent = context.codingPath.isEmpty ? "" : " in \(path(context))"
-        return "field \(key.stringValue) is missing\(parent)"
-    case .typeMismatch(let type, let context): return "\(path(context)) is not a \(typeName(type))"
-    case .valueNotFound(let type, let context): return "\(path(context)) is null, a \(typeName(type)) is needed"
-    case .dataCorrupted(let context): return "\(path(context)): \(context.debugDescription)"
-    @unknown default: return "\(error)"
-    }
-}
-
-private func typeName(_ type: Any.Type) -> String {
-    switch type {
-    case is Bool.Type: "boolean"
-    case is String.Type: "string"
-    case is Int.Type: "whole number"
-    case is Double.Type: "number"
-    case is [String: Any].Type: "JSON object"
-    default: String(describing: type).hasPrefix("Dictionary<") ? "JSON object"
-        : String(describing: type).hasPrefix("Array<") ? "JSON array" : "\(type)"
-    }
-}

@@ -129,7 +129,7 @@ public struct TokenAuthority: Sendable {
             _ = try JSONDecoder().decode(TokenPayload.self, from: data)
             return nil
         } catch let error as DecodingError {
-            return claimProblem(error)
+            return describe(error, document: "the payload", member: { "claim \($0)" })
         } catch {
             return nil
         }
@@ -140,18 +140,6 @@ public struct TokenAuthority: Sendable {
         var text = String(part.map { $0 == "-" ? "+" : $0 == "_" ? "/" : $0 })
         text += String(repeating: "=", count: (4 - text.count % 4) % 4)
         return Data(base64Encoded: text)
-    }
-
-    /// A claim that is missing or of the wrong type, in words (not the decoder's dump).
-    static func claimProblem(_ error: DecodingError) -> String {
-        func name(_ path: [any CodingKey]) -> String { path.last?.stringValue ?? "the payload" }
-        return switch error {
-        case .keyNotFound(let key, _): "no \(key.stringValue) claim"
-        case .valueNotFound(_, let context): "\(name(context.codingPath)) is null"
-        case .typeMismatch(_, let context): "\(name(context.codingPath)) has the wrong type"
-        case .dataCorrupted(let context): context.codingPath.isEmpty ? "the payload is not JSON" : "\(name(context.codingPath)) is not valid"
-        @unknown default: "the claims are not the contract's"
-        }
     }
 
     private func sign(_ payload: TokenPayload) async throws(TokenError) -> String {
