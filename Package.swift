@@ -38,6 +38,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.0.0"),
         // Already in the graph through Hummingbird: its HTTPRequestPart, for the body deadline.
         .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.20.0"),
+        // HTTP's types, which Hummingbird's pipeline speaks (already in the graph through it).
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.0.0"),
         // The router: WebSocket signalling on the Hummingbird server, JWT tokens (HS256).
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.0.0"),
         .package(url: "https://github.com/vapor/jwt-kit", from: "5.0.0"),
@@ -211,7 +213,7 @@ let package = Package(
             dependencies: [
                 .product(name: "HummingbirdCore", package: "hummingbird"), .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
-                .product(name: "Logging", package: "swift-log"),
+                .product(name: "HTTPTypes", package: "swift-http-types"), .product(name: "Logging", package: "swift-log"),
             ]
         ),
         // The configuration file: TOML sections of command options, checked against each command's options.

@@ -23,17 +23,18 @@ public struct RequestDeadlineChannel<Base: ServerChildChannel>: ServerChildChann
     public typealias Value = Base.Value
 
     let base: Base
-    let headTimeout: TimeAmount
+    let limits: ServerLimits
 
-    public init(_ base: Base, headTimeout: TimeAmount) {
+    /// `limits`: the head deadline, and the header limits a refusal names.
+    public init(_ base: Base, limits: ServerLimits) {
         self.base = base
-        self.headTimeout = headTimeout
+        self.limits = limits
     }
 
     public func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
             try channel.pipeline.syncOperations.addHandler(
-                RequestHeadDeadlineHandler(timeout: headTimeout, logger: logger), position: .first)
+                RequestHeadDeadlineHandler(timeout: limits.requestHeadTimeout, limits: limits, logger: logger), position: .first)
         }.flatMap { base.setup(channel: channel, logger: logger) }.flatMapThrowing { value in
             try channel.pipeline.syncOperations.addHandler(MalformedHeadHandler(), position: .last)
             return value
@@ -71,6 +72,7 @@ final class RequestHeadDeadlineHandler: ChannelInboundHandler, RemovableChannelH
     }
 
     private let timeout: TimeAmount
+    private let limits: ServerLimits
     private let logger: Logger
     private var state = State.awaitingHead
     private var timer: Scheduled<Void>?
@@ -78,8 +80,9 @@ final class RequestHeadDeadlineHandler: ChannelInboundHandler, RemovableChannelH
     private var context: ChannelHandlerContext?
     private var refused = false
 
-    init(timeout: TimeAmount, logger: Logger) {
+    init(timeout: TimeAmount, limits: ServerLimits, logger: Logger) {
         self.timeout = timeout
+        self.limits = limits
         self.logger = logger
     }
 
@@ -89,14 +92,20 @@ final class RequestHeadDeadlineHandler: ChannelInboundHandler, RemovableChannelH
     }
 
     /// A head the decoder refused (too large, too many fields, not HTTP):
-    /// 400 and close, written as bytes in front of the HTTP encoder. The
-    /// WebSocket upgrade pipeline leaves decoder errors unanswered.
+    /// 400 and close, written as bytes in front of the HTTP encoder, with the
+    /// body every other refusal has (`{"code","message"}`). The WebSocket
+    /// upgrade pipeline leaves decoder errors unanswered.
     func refuseMalformedHead(_ error: any Error) {
         guard let context, !refused else { return }
         refused = true
         cancelTimer()
         logger.debug("refusing a malformed request head", metadata: ["error": "\(error)"])
-        let text = "HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+        let message = (error as? HTTPParserError) == .headerOverflow
+            ? "the request's header lines are over the limit (\(limits.maxHeaderBytes) bytes, \(limits.maxHeaderFields) lines)"
+            : "not an HTTP/1.1 request head (\(error))"
+        let body = #"{"code":400,"message":""# + jsonEscaped(message) + #""}"#
+        let text = "HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Type: application/json\r\n"
+            + "Content-Length: \(body.utf8.count)\r\n\r\n" + body
         context.writeAndFlush(NIOAny(context.channel.allocator.buffer(string: text))).whenComplete { _ in
             context.close(promise: nil)
         }
@@ -223,4 +232,18 @@ final class MalformedHeadHandler: ChannelInboundHandler, RemovableChannelHandler
         }
         context.fireErrorCaught(error)
     }
+}
+
+/// `text` as the inside of a JSON string.
+private func jsonEscaped(_ text: String) -> String {
+    var out = ""
+    for scalar in text.unicodeScalars {
+        switch scalar {
+        case "\"": out += "\\\""
+        case "\\": out += "\\\\"
+        case _ where scalar.value < 0x20: out += "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count) + String(scalar.value, radix: 16)
+        default: out.unicodeScalars.append(scalar)
+        }
+    }
+    return out
 }

@@ -42,12 +42,13 @@ public struct ServerLimits: Sendable, Equatable {
     }
 
     /// The HTTP/1 configuration of both servers: the decoder's limits, the idle
-    /// timeout, and the body deadline behind the decoder. Use it inside a
+    /// timeout, the body deadline behind the decoder, and `100 Continue` for
+    /// clients that wait for it. Use it inside a
     /// `RequestDeadlineChannel`, which watches the heads.
     public func http1Configuration(logger: Logger) -> HTTP1Channel.Configuration {
         let bodyTimeout = requestBodyTimeout
         return HTTP1Channel.Configuration(
-            additionalChannelHandlers: [RequestBodyDeadlineHandler(timeout: bodyTimeout, logger: logger)],
+            additionalChannelHandlers: [RequestBodyDeadlineHandler(timeout: bodyTimeout, logger: logger), ExpectContinueHandler()],
             idleTimeout: idleTimeout, httpDecoderConfiguration: decoder)
     }
 

@@ -109,7 +109,7 @@ public final class SessionServer: Service, Sendable {
                     ) { head, channel, logger in
                         await upgrade.shouldUpgrade(head, channel: channel, logger: logger)
                     },
-                    headTimeout: limits.requestHeadTimeout)
+                    limits: limits)
                 guard let security else { return plain }
                 return try security.secure(plain)
             },

@@ -332,6 +332,46 @@ def test_cli_refusals_have_their_exit_codes(net, workdir):
     assert "cannot listen" in busy.stderr, busy.stderr
 
 
+def test_a_client_that_expects_100_continue_gets_it_before_sending_its_body(net, workdir):
+    """A client that sends `Expect: 100-continue` (curl before a large body) waits for the interim
+    answer before its body; without it, it waits out a timeout of its own (curl's: 1 s). The
+    router says 100 Continue, then the final answer once the body came."""
+    import socket
+
+    router = Router(net, workdir)
+    project = router.project_token()
+    body = json.dumps({"mediaMode": "routed"}).encode()
+
+    def read_head(s, data):
+        while b"\r\n\r\n" not in data:
+            chunk = s.recv(65536)
+            assert chunk, f"the router closed the connection after {data!r}"
+            data += chunk
+        return data.partition(b"\r\n\r\n")
+
+    def scenario():
+        with socket.create_connection((net.addr, PORT), timeout=WAIT) as s:
+            s.sendall(b"POST /v2/sessions HTTP/1.1\r\nHost: router\r\nAuthorization: Bearer " + project.encode()
+                      + b"\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: "
+                      + str(len(body)).encode() + b"\r\n\r\n")
+            # No body yet: the router must answer the head alone (else it waits for the body, the
+            # body deadline closes the connection, and read_head fails).
+            interim, _, rest = read_head(s, b"")
+            s.sendall(body)
+            head, _, payload = read_head(s, rest)
+            length = [int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")]
+            while length and len(payload) < length[0]:
+                chunk = s.recv(65536)
+                assert chunk, payload
+                payload += chunk
+            return interim, head, payload
+
+    interim, head, payload = in_namespace(net, scenario, timeout=WAIT + 5)
+    assert interim.startswith(b"HTTP/1.1 100 Continue"), interim
+    assert head.startswith(b"HTTP/1.1 200") or head.startswith(b"HTTP/1.1 201"), head
+    assert json.loads(payload)["sessionId"], payload
+
+
 def test_a_body_declared_too_large_is_refused_before_it_is_waited_for(net, workdir):
     """A client that declares 100 MB and sends 2 bytes gets its 413 (JSON) at once; the router
     would otherwise wait for the rest until its read timed out and then close without a word."""
