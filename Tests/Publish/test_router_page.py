@@ -13,7 +13,7 @@ import numpy as np
 
 from pattern import decode_counter, read_y4m
 from publish_support import BIN, PY, HERE, json_lines, track_brief
-from router_support import Router
+from router_support import Router, SessionWatcher, http
 from test_router_media import start_camagent_publisher, start_subscriber, subscriber_result
 from viewer_checks import chromium_or_fail
 
@@ -101,3 +101,39 @@ def test_the_session_page_and_camagent_each_decode_the_other(net, workdir):
     chromium_or_fail()
     router = Router(net, workdir)
     page_and_camagent_decode_each_other(net, workdir, router, router.create_session())
+
+
+def test_a_page_a_moderator_disconnects_stays_out(net, workdir):
+    """A moderator's force disconnect ends the page's session for good: the page says so and
+    does not join again with its token (it retries after 2 s when a connection merely drops)."""
+    chromium_or_fail()
+    router = Router(net, workdir)
+    session = router.create_session()
+    moderator = router.token(session, "moderator")
+    watcher = SessionWatcher(net, router.session_url(session), moderator)
+    try:
+        own = watcher.wait_for("connected")["connectionId"]
+        page = f"{router.base}/?session={session}&token={router.token(session, 'subscriber', '--data', 'kiosk page')}"
+        # Frames: none (nothing is published); the hold watches the page's message line for
+        # 10 s, well past the page's 2 s retry, and does not end early.
+        browser = net.start([PY, os.path.join(HERE, "viewer_chromium.py"), page, "--out", os.path.join(workdir, "chromium"),
+                             "--timeout", "40", "--settle", "0", "--frames", "0", "--hold", "10",
+                             "--state-selector", "#state", "--watch-text", "#message"], "chromium", workdir)
+        joined = watcher.wait_for("connectionCreated", lambda m: m["connection"]["data"] == "kiosk page", timeout=60)
+        page_connection = joined["connection"]["connectionId"]
+        status, _, _ = http(net, "DELETE", f"{router.session_url(session)}/connections/{page_connection}", moderator)
+        assert status == 204, status
+        watcher.wait_for("connectionDestroyed", lambda m: m["connectionId"] == page_connection)
+
+        browser.wait(timeout=120)
+        assert browser.returncode == 0, open(browser.log_path).read()[-3000:]
+        report = json.loads(browser.stdout.read().strip().splitlines()[-1])
+        brief = json.dumps({k: report.get(k) for k in ("states", "watched", "message", "session", "console")})[-3000:]
+        assert "disconnected by a moderator" in report["watched"]["values"], brief
+        assert report["session"]["ended"] == "forceDisconnected", brief
+        # Over the whole hold, the page never came back.
+        rejoined = [m for m in watcher.messages if m.get("type") == "connectionCreated"
+                    and m["connection"]["connectionId"] not in (own, page_connection)]
+        assert rejoined == [], rejoined
+    finally:
+        watcher.close()

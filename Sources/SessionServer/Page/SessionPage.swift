@@ -422,6 +422,14 @@ let sessionPageHTML = #"""
       setState(stateEl, "disconnected");
       for (const id of Array.from(tiles.keys())) removeStream(id);
       if (event.code === 1008 || event.code === 4001 || event.code === 4003) { say("the session refused this token"); return; }
+      // A moderator's force disconnect: the page stays out (joining again with the same
+      // token would undo it), and its own camera stops.
+      if (event.reason === "forceDisconnected") {
+        state.ended = "forceDisconnected";
+        stopPublishing(false);
+        say("disconnected by a moderator");
+        return;
+      }
       setTimeout(connect, retryDelay);
       retryDelay = Math.min(retryDelay * 2, 15000);
     });
