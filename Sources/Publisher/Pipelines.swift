@@ -22,7 +22,7 @@ final class VideoPipeline: VideoCaptureConsumer, @unchecked Sendable {   // enco
     struct Counts: Sendable, Equatable {
         /// Frames encoded (once for every receiver).
         var encoded: UInt64 = 0
-        /// Frames captured while nobody received video (not encoded).
+        /// Frames captured while nobody received video, or video was not published (not encoded).
         var notWatched: UInt64 = 0
         /// Frames replaced by a newer one before the encoder took them.
         var droppedEncoderBusy: UInt64 = 0
@@ -264,8 +264,9 @@ final class AudioPipeline: AudioCaptureConsumer, @unchecked Sendable {   // enco
     deinit { frame.deallocate() }
 
     func consume(_ chunk: AudioChunk) {
-        // Encoded for the connections, or for the tap alone when nobody watches.
-        guard !failed.withLock({ $0 }), hub.wants(.audio) || tap.withLock({ $0 != nil }) else {
+        // Encoded for the connections, or for the tap alone when nobody watches; not at all
+        // while audio is not published (a muted microphone is not captioned either).
+        guard !failed.withLock({ $0 }), hub.isPublishing(.audio), hub.wants(.audio) || tap.withLock({ $0 != nil }) else {
             filled = 0
             nextTimestamp = nil
             return

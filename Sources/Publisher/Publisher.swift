@@ -259,6 +259,23 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
         observers.withLock { $0.append(handler) }
     }
 
+    /// OpenTok's publishVideo: false stops encoding and sending video, and
+    /// true brings it back with a keyframe. The camera keeps capturing, so
+    /// coming back is at once. Every connection stays up. A session hears of
+    /// the change (`PublisherEvent.publishing`, said only for a kind this
+    /// publisher has) and tells the router.
+    public var publishVideo: Bool {
+        get { hub.isPublishing(.video) }
+        set { if hub.setPublishing(.video, newValue), video != nil { onEvent(.publishing(kind: .video, on: newValue)) } }
+    }
+
+    /// OpenTok's publishAudio: false stops encoding and sending audio (and
+    /// captions of it), true brings it back. The microphone stays open.
+    public var publishAudio: Bool {
+        get { hub.isPublishing(.audio) }
+        set { if hub.setPublishing(.audio, newValue), audio != nil { onEvent(.publishing(kind: .audio, on: newValue)) } }
+    }
+
     /// What this publisher sends: audio, video, and the size the camera
     /// captures at (nil before it is opened, or without video).
     public var media: (audio: Bool, video: Bool, captureSize: FrameSize?) {

@@ -105,6 +105,10 @@ public enum PublisherEvent: Sendable {
     /// encoder is made, then each time it changes (a camera back in another
     /// mode, another camera). A session reports it as the stream's videoDimensions.
     case videoDimensions(width: Int, height: Int)
+    /// `publishAudio` or `publishVideo` changed (said by whichever thread set
+    /// it): a session tells the router, whose subscribers hear why video went
+    /// (videoDisabled, reason publishVideo).
+    case publishing(kind: MediaKind, on: Bool)
 }
 
 /// The steps of audio fallback, as OpenTok names its events.

@@ -461,8 +461,9 @@ public final class Session: Sendable {
         return .gaveUp("could not join again within \(Int(rejoinWindow)) s: \(lastError)")
     }
 
-    /// Audio fallback's steps, to the subscriber they name (if it is one of
-    /// ours); captions, to our subscribers of that stream.
+    /// Audio fallback's steps and the publisher's video off and on, to the
+    /// subscriber they name (if it is one of ours); captions, to our
+    /// subscribers of that stream.
     private func forwardToSubscriber(_ event: SessionEvent) {
         if case .caption(let streamId, let text, let isFinal) = event {
             let mine = subscribers.withLock { list in list.filter { $0.streamId == streamId }.compactMap(\.subscriber) }
@@ -472,6 +473,9 @@ public final class Session: Sendable {
         let id: String
         let change: SubscriberEvent
         switch event {
+        // A subscriber says its own subscribeToVideo changes at once, without the router.
+        case .videoDisabled(_, "subscribeToVideo"), .videoEnabled(_, "subscribeToVideo"):
+            return
         case .videoDisabled(let s, let reason):
             (id, change) = (s, .videoDisabled(VideoChangeReason(rawValue: reason) ?? .quality))
         case .videoEnabled(let s, let reason):

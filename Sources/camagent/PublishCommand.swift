@@ -113,6 +113,9 @@ struct PublishCommand: ParsableCommand {
     @Flag(help: "Print events and stats as JSON lines on stdout.")
     var json = false
 
+    @Flag(help: "Read commands on stdin, one per line: 'video off', 'video on', 'audio off', 'audio on' (publishVideo/publishAudio, live: nothing of it is encoded or sent while off; a session's subscribers hear videoDisabled with reason publishVideo).")
+    var stdinControl = false
+
     @OptionGroup var global: GlobalOptions
     @OptionGroup var configFile: ConfigFileOption
 
@@ -257,6 +260,10 @@ struct PublishCommand: ParsableCommand {
                     if case .videoDimensions(let width, let height) = event {
                         embeddedSession.withLock { $0 }?.videoDimensions(camera: index + 1, width: width, height: height)
                     }
+                    // publishAudio/publishVideo (--stdin-control): the session's stream says so.
+                    if case .publishing(let kind, let on) = event {
+                        embeddedSession.withLock { $0 }?.publishing(camera: index + 1, kind: kind, on: on)
+                    }
                 }
                 if let joined {
                     // The session gives it its signalling (routed: WHIP to the router, tied to this client).
@@ -346,6 +353,14 @@ struct PublishCommand: ParsableCommand {
         let what = cameras.map { camera in camera.negotiated.device.map { "\($0) \(camera.negotiated.size ?? "")" } ?? "audio" }
         let targets = [firstEndpoint, listenAddress.map { "viewers on \($0.host):\(server?.boundPort ?? $0.port)" }].compactMap { $0 }
         service.ready(status: "Publishing \(what.joined(separator: ", ")) to \(targets.joined(separator: " and "))")
+        if stdinControl {
+            let publishers = cameras.map(\.publisher)
+            StdinControl.start { kind, on in
+                for publisher in publishers {
+                    if kind == .video { publisher.publishVideo = on } else { publisher.publishAudio = on }
+                }
+            }
+        }
         let started = MonotonicTimestamp.now()
         var nextStats = started + .seconds(1)
         while !stopRequested.withLock({ $0 }) {
@@ -588,8 +603,15 @@ final class EventPrinter: Sendable {
                 finishStatusLine()
                 say("video:     sending \(width)x\(height)")
             }
+        case .publishing(let kind, let on):
+            if json { emit(PublishingLine(kind: kind.rawValue, on: on)) } else {
+                finishStatusLine()
+                say("publish:   \(kind.rawValue) \(on ? "on" : "off")")
+            }
         }
     }
+
+    private struct PublishingLine: Encodable { var event = "publishing"; var kind: String; var on: Bool }
 
     private struct VideoSizeLine: Encodable { var event = "videoDimensions"; var width: Int; var height: Int }
     private struct DeviceLine: Encodable { var event = "device"; var state: String; var kind: String; var reason: String }

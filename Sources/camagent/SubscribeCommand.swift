@@ -165,9 +165,9 @@ struct SubscribeCommand: ParsableCommand {
             let chosen = try choose(in: client, out: out, waitingUpTo: min(waitForStream, duration ?? .infinity))
             var onCaptions: (@Sendable (Bool) -> Void)?
             if captions { onCaptions = { @Sendable on in out.captions(on) } }
-            watch.follow(chosen.streamId, onCaptions: onCaptions) { enabled in
-                out.event(enabled ? .videoEnabled(.publishVideo) : .videoDisabled(.publishVideo))
-            }
+            // The publisher turning its video off and on comes from the router, to the subscriber
+            // (videoDisabled/videoEnabled, publishVideo); a stream that has none already is said here.
+            watch.follow(chosen.streamId, onCaptions: onCaptions)
             if !chosen.hasVideo { out.event(.videoDisabled(.publishVideo)) }
             if captions && chosen.hasCaptions { out.captions(true) }
             joined = (client, chosen, watch)
@@ -213,7 +213,11 @@ struct SubscribeCommand: ParsableCommand {
         let signals = SignalStop { stopRequested.withLock { $0 = true } }
         defer { withExtendedLifetime(signals) {} }
         subscriber.start()
-        if stdinControl { StdinControl.start(subscriber) }
+        if stdinControl {
+            StdinControl.start { kind, on in
+                if kind == .video { subscriber.subscribeToVideo = on } else { subscriber.subscribeToAudio = on }
+            }
+        }
         var nextStats = MonotonicTimestamp.now() + .seconds(1)
         var previous: SubscriberStats?
         var outcome: Result<Void, SubscriberError>?
@@ -284,28 +288,8 @@ struct SubscribeCommand: ParsableCommand {
     }
 }
 
-/// `--stdin-control`: subscribeToVideo/Audio toggled by lines on stdin, for
-/// scripts and operators (the router stops sending what is turned off).
-enum StdinControl {
-    static func start(_ subscriber: Subscriber) {
-        let thread = Thread {
-            while let line = readLine() {
-                let words = line.lowercased().split(separator: " ")
-                guard words.count == 2, ["video", "audio"].contains(words[0]), ["on", "off"].contains(words[1]) else {
-                    printError("camagent: unknown command \"\(line)\" (video on|off, audio on|off)")
-                    continue
-                }
-                if words[0] == "video" { subscriber.subscribeToVideo = words[1] == "on" }
-                else { subscriber.subscribeToAudio = words[1] == "on" }
-            }
-        }
-        thread.name = "camagent-stdin"
-        thread.start()
-    }
-}
-
 /// Follows the session's events for the subscribed stream: its end's
-/// reason, and its publisher turning video off and on.
+/// reason, and its captions starting and stopping.
 final class SessionWatch: SessionDelegate {
     /// The signalling's own comings and goings (rejoining), to print.
     private let onSignalling: @Sendable (SessionEvent) -> Void
@@ -315,13 +299,12 @@ final class SessionWatch: SessionDelegate {
     private struct Followed {
         var streamId: String?
         var ended: String?
-        var onVideo: (@Sendable (Bool) -> Void)?
         var onCaptions: (@Sendable (Bool) -> Void)?
     }
     private let state = PThreadLocked(Followed())
 
-    func follow(_ streamId: String, onCaptions: (@Sendable (Bool) -> Void)? = nil, onVideo: @escaping @Sendable (Bool) -> Void) {
-        state.withLock { $0 = Followed(streamId: streamId, onVideo: onVideo, onCaptions: onCaptions) }
+    func follow(_ streamId: String, onCaptions: (@Sendable (Bool) -> Void)? = nil) {
+        state.withLock { $0 = Followed(streamId: streamId, onCaptions: onCaptions) }
     }
 
     func session(_ session: Session, didReceive event: SessionEvent) {
@@ -330,9 +313,6 @@ final class SessionWatch: SessionDelegate {
             onSignalling(event)
         case .streamDestroyed(let id, let reason):
             state.withLock { s in if s.streamId == id { s.ended = reason } }
-        case .streamPropertyChanged(let id, "hasVideo", _, let value):
-            let callback = state.withLock { s in s.streamId == id ? s.onVideo : nil }
-            callback?(value == "true")
         case .streamPropertyChanged(let id, "hasCaptions", _, let value):
             let callback = state.withLock { s in s.streamId == id ? s.onCaptions : nil }
             callback?(value == "true")

@@ -27,7 +27,7 @@ class EmbeddedSession(Router):
     line), with the calls the router tests make of `Router`: the page's base URL, tokens
     (the two it printed), the session's streams, /metrics and the log."""
 
-    def __init__(self, net, workdir, duration, *extra):   # no router process: publish is the server
+    def __init__(self, net, workdir, duration, *extra, stdin=None):   # no router process: publish is the server
         self.net = net
         self.context = None
         port = 8080
@@ -35,7 +35,7 @@ class EmbeddedSession(Router):
         self.proc = net.start([BIN, "publish", "--device", "test-pattern", "--audio", "test-tone", "--listen",
                                f"{net.addr}:{port}", "--codec", "vp8", "--size", "640x480", "--fps", "15",
                                "--bitrate", "800", "--duration", str(duration), "--json", *extra],
-                              "camagent-publish", workdir)
+                              "camagent-publish", workdir, stdin=stdin)
         self.lines = []
         self.serving = None
         for line in output_lines(self.proc, 60, self.lines):

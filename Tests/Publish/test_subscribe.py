@@ -20,7 +20,7 @@ from pattern import decode_counter, read_y4m
 from publish_support import (BIN, EXIT_UNAUTHORIZED, EXIT_UNREACHABLE, EXIT_USAGE, MAX_COUNTER_GAP,
                              MAX_MISSING_SHARE, MIN_READ_SHARE, TONE_HZ, TONE_TOLERANCE_HZ, json_lines)
 from publish_support import output_lines
-from router_support import Router, drain, http
+from router_support import Router, SessionWatcher, drain, http
 
 EXIT_OUTPUT = 73
 EXIT_NO_SUCH_STREAM = 85
@@ -364,3 +364,86 @@ def test_a_subscriber_preferring_a_lower_frame_rate_gets_the_base_layer(net, wor
     assert 0.35 <= ratio <= 0.65, (ratio, summaries)
     publisher.wait(timeout=60)
     assert publisher.returncode == 0, "".join(publisher.output)[-2000:]
+
+
+@pytest.mark.parametrize("where", ["router", "publishs-own-session"])
+def test_the_publishers_video_and_audio_off_and_on(net, workdir, where):
+    """`publish --stdin-control`: 'video off' stops encoding and sending video (publishVideo), the
+    stream's hasVideo turns false, and each subscriber hears videoDisabled with reason publishVideo
+    from the router, on the signalling and in `camagent subscribe`; 'video on' brings it back with
+    a keyframe. 'audio off' stops the audio (hasAudio false) while video goes on. Into a router's
+    session (`publish --session`), and in publish's own session, whose subscribers are viewers of
+    its encoder. Bounded waits: how long each step takes on a loaded machine is not asserted."""
+    from test_embedded_session import EmbeddedSession
+    if where == "router":
+        router = Router(net, workdir)
+        session = router.create_session()
+        url = router.session_url(session)
+        publisher = drain(net.start([BIN, "publish", "--device", "test-pattern", "--audio", "test-tone", "--session", url,
+                                     "--token", router.token(session, "publisher"), "--size", "320x240", "--fps", "15",
+                                     "--duration", "90", "--stdin-control", "--json"], "camagent-publisher", workdir,
+                                    stdin=subprocess.PIPE))
+    else:
+        router = EmbeddedSession(net, workdir, 90, "--stdin-control", stdin=subprocess.PIPE)
+        session, url, publisher = router.session, router.session_url(router.session), router.proc
+    watcher = SessionWatcher(net, url, router.token(session, "subscriber"))
+    try:
+        stream = router.wait_for_streams(session, 1)[0]
+        subscriber = net.start([BIN, "subscribe", "--session", url, "--token", router.token(session, "subscriber"),
+                                "--first", "--duration", "80", "--json"], "camagent-subscriber", workdir)
+        lines = []
+
+        def stats_until(predicate, what, timeout=30):
+            for line in output_lines(subscriber, timeout, lines):
+                event = json.loads(line) if line.startswith("{") else {}
+                if event.get("event") == "stats" and predicate(event):
+                    return event
+            raise AssertionError(f"no stats line with {what} within {timeout} s: {lines[-10:]}\n"
+                                 + open(subscriber.log_path).read()[-2000:] + "".join(publisher.output)[-2000:])
+
+        def command(text):
+            publisher.stdin.write(text + "\n")
+            publisher.stdin.flush()
+
+        def steady(kind, lines_in_a_row=2):
+            """True once that many stats lines in a row brought no new `kind` packets."""
+            counts = []
+            return lambda e: (counts.append(e[kind]["packetsReceived"]) or
+                              len(counts) > lines_in_a_row and len(set(counts[-lines_in_a_row - 1:])) == 1)
+
+        before = stats_until(lambda e: e["video"]["framesDecoded"] >= 30, "30 frames decoded")
+        command("video off")
+        changed = watcher.wait_for("streamPropertyChanged", lambda m: m["property"] == "hasVideo")
+        assert (changed["streamId"], changed["oldValue"], changed["newValue"]) == (stream["streamId"], True, False), changed
+        disabled = watcher.wait_for("videoDisabled", lambda m: m["reason"] == "publishVideo")
+        subscriber_id = disabled["subscriberId"]
+        off = stats_until(steady("video"), "video packets stopping after 'video off'")
+        more = stats_until(lambda e: e["audio"]["packetsReceived"] >= off["audio"]["packetsReceived"] + 50,
+                           "audio going on while video is off")
+        assert more["video"]["packetsReceived"] - off["video"]["packetsReceived"] <= 2, (off["video"], more["video"])
+
+        command("video on")
+        watcher.wait_for("videoEnabled", lambda m: m["reason"] == "publishVideo" and m["subscriberId"] == subscriber_id)
+        after = stats_until(lambda e: e["video"]["framesDecoded"] >= more["video"]["framesDecoded"] + 30,
+                            "30 more frames decoded after 'video on'")
+        assert after["video"]["keyframesDecoded"] > before["video"]["keyframesDecoded"], (before["video"], after["video"])
+
+        command("audio off")
+        changed = watcher.wait_for("streamPropertyChanged", lambda m: m["property"] == "hasAudio")
+        assert (changed["oldValue"], changed["newValue"]) == (True, False), changed
+        quiet = stats_until(steady("audio"), "audio packets stopping after 'audio off'")
+        later = stats_until(lambda e: e["video"]["framesDecoded"] >= quiet["video"]["framesDecoded"] + 15,
+                            "video going on while audio is off")
+        assert later["audio"]["packetsReceived"] - quiet["audio"]["packetsReceived"] <= 2, (quiet["audio"], later["audio"])
+        net.stop(subscriber)
+    finally:
+        watcher.close()
+        publisher.stdin.close()
+        net.stop(publisher)
+        publisher.reader.join(timeout=10)
+
+    seen = json_lines("".join(lines))
+    toggles = [(e["state"], e.get("reason")) for e in seen if e.get("event") == "video" and e["state"] != "dimensions"]
+    assert toggles == [("disabled", "publishVideo"), ("enabled", "publishVideo")], toggles
+    said = [(e["kind"], e["on"]) for e in json_lines("".join(publisher.output)) if e.get("event") == "publishing"]
+    assert said == [("video", False), ("video", True), ("audio", False)], said

@@ -54,6 +54,24 @@ struct MediaHubTests {
         #expect(!hub.wants(.audio) && hub.attachedCount == 0)
     }
 
+    @Test("publishVideo off: no frame is planned (nothing encoded); back on: at once, with a keyframe")
+    func videoNotPublishedIsNotEncoded() {
+        let hub = MediaHub(videoBitrateCeiling: 1_000_000)
+        let viewer = hub.makeSenders([(.audio, 111), (.video, 96)])
+        hub.attach(viewer)
+        viewer.setSending([.audio, .video])
+        let t0 = MonotonicTimestamp.now()
+        #expect(hub.planVideoFrame(now: t0)?.keyframe == true)
+        #expect(hub.planVideoFrame(now: t0 + .milliseconds(33))?.keyframe == false)
+        #expect(hub.setPublishing(.video, false) && !hub.setPublishing(.video, false))
+        #expect(!hub.isPublishing(.video) && hub.isPublishing(.audio))
+        #expect(hub.planVideoFrame(now: t0 + .milliseconds(66)) == nil)
+        // Back within the keyframe spacing: the keyframe is not held back by the last one.
+        #expect(hub.setPublishing(.video, true))
+        #expect(hub.planVideoFrame(now: t0 + .milliseconds(100))?.keyframe == true)
+        #expect(hub.setPublishing(.audio, false) && !hub.isPublishing(.audio) && hub.isPublishing(.video))
+    }
+
     @Test func aNewConnectionWaitsForAKeyframe() throws {
         let hub = MediaHub(videoBitrateCeiling: 1_000_000)
         let viewer = hub.makeSenders([(.video, 96)])

@@ -236,6 +236,37 @@ struct RegistryTests {
         #expect(stored == SubscriberSettings(subscribeToAudio: false, preferredResolution: (640, 360)))
     }
 
+    @Test("a publisher's video off and on, and a subscriber's own, reach the session as videoDisabled/videoEnabled with their reason")
+    func videoReasons() async throws {
+        let registry = SessionRegistry()
+        let sid = try registry.createSession(mediaMode: .routed).sessionID
+        let watcher = Outbox()
+        let viewer = try registry.connect(sessionID: sid, role: .subscriber, data: "", outbox: watcher).connectionId
+        let pub = try registry.connect(sessionID: sid, role: .publisher, data: "", outbox: nil).connectionId
+        let stream = try registry.reserveStream(sessionID: sid, connectionID: pub)
+        _ = try registry.announceStream(sessionID: sid, streamID: stream, publisher: .connection(pub), name: "",
+                                        hasAudio: true, hasVideo: true, videoType: .camera)
+        let sub = try registry.reserveSubscriber(sessionID: sid, streamID: stream)
+        #expect(registry.confirmSubscriber(sessionID: sid, streamID: stream, subscriberID: sub))
+
+        try registry.setStreamProperties(sessionID: sid, streamID: stream, requester: pub, hasAudio: nil, hasVideo: false)
+        try registry.setStreamProperties(sessionID: sid, streamID: stream, requester: pub, hasAudio: nil, hasVideo: false)  // no change
+        try registry.setStreamProperties(sessionID: sid, streamID: stream, requester: pub, hasAudio: false, hasVideo: nil)  // not video
+        try registry.setStreamProperties(sessionID: sid, streamID: stream, requester: pub, hasAudio: nil, hasVideo: true)
+        for video in [false, false, true] {   // the second says nothing new
+            try registry.storeSubscriberSettings(sessionID: sid, connectionID: viewer, subscriberID: sub,
+                                                 settings: SubscriberSettings(subscribeToVideo: video))
+        }
+        try registry.storeSubscriberSettings(sessionID: sid, connectionID: viewer, subscriberID: sub,
+                                             settings: SubscriberSettings(subscribeToAudio: false))
+
+        let said = messages(await drain(watcher)).filter { ($0["type"] as? String)?.hasPrefix("video") == true }
+        #expect(said.map { "\($0["type"] ?? "") \($0["subscriberId"] ?? "") \($0["reason"] ?? "")" } == [
+            "videoDisabled \(sub) publishVideo", "videoEnabled \(sub) publishVideo",
+            "videoDisabled \(sub) subscribeToVideo", "videoEnabled \(sub) subscribeToVideo",
+        ])
+    }
+
     @Test("an outbox that fills up ends itself and says it overflowed")
     func overflow() async {
         let outbox = Outbox(capacity: 3)

@@ -31,7 +31,11 @@ final class MediaHub: Sendable {
     let sendsOnQueueingThread: Bool
 
     private let connections = PThreadLocked<[MediaSenders]>([])
-    private let keyframes = PThreadLocked<(pending: Bool, last: MonotonicTimestamp?)>((true, nil))
+    /// The next keyframe's bookkeeping, and whether video is published at all
+    /// (in the same lock: the encoder asks both once a frame).
+    private let keyframes = PThreadLocked<(pending: Bool, last: MonotonicTimestamp?, videoOn: Bool)>((true, nil, true))
+    /// Whether audio is published at all (OpenTok's publishAudio).
+    private let audioOn = PThreadLocked(true)
 
     init(videoBitrateCeiling: Int, origin: MonotonicTimestamp = .now(), sendsOnQueueingThread: Bool = false) {
         self.videoBitrateCeiling = videoBitrateCeiling
@@ -68,28 +72,51 @@ final class MediaHub: Sendable {
         connections.withLock { list in list.contains { $0.isSending(kind) } }
     }
 
+    /// OpenTok's publishAudio/publishVideo: off, nothing of that kind is
+    /// encoded or sent (the capture goes on, so it comes back at once). Video
+    /// comes back with a keyframe. Returns whether this changed anything.
+    @discardableResult
+    func setPublishing(_ kind: MediaKind, _ on: Bool) -> Bool {
+        switch kind {
+        case .audio:
+            return audioOn.withLock { current in defer { current = on }; return current != on }
+        case .video:
+            return keyframes.withLock { k in
+                guard k.videoOn != on else { return false }
+                k.videoOn = on
+                if on { (k.pending, k.last) = (true, nil) }
+                return true
+            }
+        }
+    }
+
+    func isPublishing(_ kind: MediaKind) -> Bool {
+        kind == .audio ? audioOn.withLock { $0 } : keyframes.withLock { $0.videoOn }
+    }
+
     /// Asks every connection for a keyframe (the camera came back, another was plugged in).
     func requestKeyframe() {
         connections.withLock { list in for c in list { c.requestKeyframe() } }
     }
 
     /// The plan for the next video frame, in one pass over the connections,
-    /// or nil when none receives video (nothing is encoded). Keyframe
+    /// or nil when none receives video or video is not published (nothing
+    /// is encoded). Keyframe
     /// requests from any of them (PLI, FIR, a new connection) become at most
     /// one keyframe per `keyframeSpacing`; a request is kept until it can be
     /// served. The bitrate is the lowest room among the receivers.
     func planVideoFrame(now: MonotonicTimestamp) -> VideoFramePlan? {
         var builder = VideoFramePlan.Builder()
         connections.withLock { list in for c in list { c.contribute(to: &builder) } }
-        let keyframe = keyframes.withLock { k in
+        let (keyframe, videoOn) = keyframes.withLock { k -> (Bool, Bool) in
             k.pending = k.pending || builder.keyframeAsked
-            guard builder.receivers > 0, k.pending else { return false }
-            if let last = k.last, now - last < Self.keyframeSpacing { return false }
+            guard k.videoOn, builder.receivers > 0, k.pending else { return (false, k.videoOn) }
+            if let last = k.last, now - last < Self.keyframeSpacing { return (false, true) }
             k.pending = false
             k.last = now
-            return true
+            return (true, true)
         }
-        guard builder.receivers > 0 else { return nil }
+        guard videoOn, builder.receivers > 0 else { return nil }
         return VideoFramePlan(keyframe: keyframe, bitrate: builder.lowestBitrate ?? videoBitrateCeiling,
                               orientationAsMetadata: builder.allTakeOrientation)
     }

@@ -25,6 +25,8 @@ final class SessionPublishSignaling: PublisherSignaling {
         var options: [String] = []
         var whip: WHIPSignaling?
         var streamId: String?
+        /// What the publisher sends now (publishAudio, publishVideo): each offer says what is off.
+        var published: (@Sendable () -> (audio: Bool, video: Bool))?
 
         var query: String? { connectionId.map { (["connectionId=" + $0] + options).joined(separator: "&") } }
     }
@@ -48,6 +50,12 @@ final class SessionPublishSignaling: PublisherSignaling {
         }
     }
 
+    /// Where each offer reads whether the publisher's audio and video are on,
+    /// so a stream published again while one is off starts off.
+    func reportPublished(_ published: @escaping @Sendable () -> (audio: Bool, video: Bool)) {
+        state.withLock { $0.published = published }
+    }
+
     /// The session rejoined under a new connection: the next offer belongs to it.
     func rejoined(connectionId: String) { state.withLock { $0.connectionId = connectionId } }
 
@@ -58,8 +66,12 @@ final class SessionPublishSignaling: PublisherSignaling {
     var streamId: String? { state.withLock { $0.streamId } }
 
     func publish(offer: String) throws(PublisherError) -> (answer: String, resource: String) {
-        guard let query = state.withLock({ $0.query }) else {
+        guard var query = state.withLock({ $0.query }) else {
             throw .signaling(SignalingError(.refused, "this publisher publishes into its session with Session.publish, not on its own"))
+        }
+        if let on = state.withLock({ $0.published })?() {
+            if !on.audio { query += "&hasAudio=false" }
+            if !on.video { query += "&hasVideo=false" }
         }
         let whip: WHIPSignaling
         do {

@@ -48,6 +48,7 @@ extension Session {
             if publishCaptions { options.append("publishCaptions=true") }
             if !audioFallback { options.append("audioFallback=false") }
             signaling.prepare(connectionId: connectionId, options: options)
+            signaling.reportPublished { [weak publisher] in (publisher?.publishAudio ?? true, publisher?.publishVideo ?? true) }
             guard publications.add(.init(publisher: publisher, relayed: false, streamId: nil, name: name,
                                          publishCaptions: publishCaptions, connectionId: connectionId,
                                          onEvent: onEvent)) else {
@@ -62,6 +63,7 @@ extension Session {
                 unpublish(publisher)
                 throw .protocolError("the router's WHIP answer named no stream")
             }
+            observe(publisher)
             return streamId
         case .relayed:
             // Its viewers are the session's subscribers: capture runs, nothing is sent until one offers.
@@ -70,7 +72,8 @@ extension Session {
             }
             let media = publisher.media
             let (streamId, announcedUnder) = try announceRelayed(
-                name: name, hasAudio: media.audio, hasVideo: media.video, width: media.captureSize?.width ?? 0,
+                name: name, hasAudio: media.audio && publisher.publishAudio, hasVideo: media.video && publisher.publishVideo,
+                width: media.captureSize?.width ?? 0,
                 height: media.captureSize?.height ?? 0, publishCaptions: publishCaptions)
             guard publications.add(.init(publisher: publisher, relayed: true, streamId: streamId, name: name,
                                          publishCaptions: publishCaptions, connectionId: announcedUnder,
@@ -79,13 +82,37 @@ extension Session {
                 throw .notConnected
             }
             catchUpWithRejoin(publisher, publishedUnder: announcedUnder)
-            if publications.observeOnce(publisher) {
-                publisher.observeEvents { [weak self, weak publisher] event in
-                    guard case .viewerLeft(let viewerId, let reason) = event, let self, let publisher else { return }
-                    self.relayedViewerLeft(publisher: publisher, viewerId: viewerId, reason: reason)
-                }
-            }
+            observe(publisher)
             return streamId
+        }
+    }
+
+    /// What a published publisher says that the session acts on: its
+    /// publishAudio/publishVideo turned off or on goes to the router
+    /// (`publisherProperty`, whose subscribers hear videoDisabled/videoEnabled
+    /// with reason publishVideo); a relayed publisher's viewer that ended on
+    /// its own is a subscriber leaving.
+    private func observe(_ publisher: Publisher) {
+        guard publications.observeOnce(publisher) else { return }
+        publisher.observeEvents { [weak self, weak publisher] event in
+            guard let self, let publisher else { return }
+            switch event {
+            case .viewerLeft(let viewerId, let reason):
+                self.relayedViewerLeft(publisher: publisher, viewerId: viewerId, reason: reason)
+            case .publishing(let kind, let on):
+                self.tellRouter(publisher, turned: kind, on: on)
+            default:
+                break
+            }
+        }
+    }
+
+    private func tellRouter(_ publisher: Publisher, turned kind: MediaKind, on: Bool) {
+        guard let streamId = streamId(of: publisher) else { return }
+        do {
+            try publisherProperty(streamId: streamId, hasAudio: kind == .audio ? on : nil, hasVideo: kind == .video ? on : nil)
+        } catch {
+            logger.notice("publisherProperty for stream \(streamId) not sent: \(error)")
         }
     }
 
@@ -168,7 +195,8 @@ extension Session {
         let media = publisher.media
         do {
             let (streamId, _) = try announceRelayed(
-                name: publication.name, hasAudio: media.audio, hasVideo: media.video,
+                name: publication.name, hasAudio: media.audio && publisher.publishAudio,
+                hasVideo: media.video && publisher.publishVideo,
                 width: media.captureSize?.width ?? 0, height: media.captureSize?.height ?? 0,
                 publishCaptions: publication.publishCaptions)
             publications.setStreamId(streamId, of: publisher)

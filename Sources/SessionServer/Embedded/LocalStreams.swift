@@ -43,6 +43,21 @@ extension SessionServer {
         services.mediaEvents(sessionID: stream.sessionID, streamID: stream.streamID)(event)
     }
 
+    /// A local stream's publisher turned its audio or video off or on
+    /// (publishAudio/publishVideo): `streamPropertyChanged`, and its
+    /// subscribers hear videoDisabled/videoEnabled (publishVideo). Only what
+    /// the stream carries changes (a stream without audio stays so).
+    public func setLocalStreamMedia(_ stream: LocalStream, hasAudio: Bool? = nil, hasVideo: Bool? = nil) {
+        do {
+            try registry.setStreamProperties(sessionID: stream.sessionID, streamID: stream.streamID, requester: nil,
+                                             hasAudio: hasAudio, hasVideo: hasVideo)
+        } catch {
+            logger.notice("local stream's media not changed", metadata: ["stream": "\(stream.streamID)", "error": "\(error)"])
+            return
+        }
+        if hasAudio != nil { services.reconcileCaptions(sessionID: stream.sessionID) }
+    }
+
     /// Starts the session's captions from inside the process (the REST call
     /// a moderator makes, without a token): `camagent publish --captions`.
     /// They run until stopped or the process ends. Returns the captions' id.

@@ -273,11 +273,16 @@ struct RESTResponder: HTTPResponder {
         }
         let publisher: SessionRegistry.Publisher = connectionID.map { .connection($0) }
             ?? .bareWHIPClient(role: claims.role, data: claims.connectionData)
+        // A publisher that (re)publishes with its audio or video turned off (publishAudio/publishVideo
+        // false) says so here: its stream starts that way, as publisherProperty would set it.
+        let audioOff = request.uri.queryParameters["hasAudio"].map(String.init) == "false"
+        let videoOff = request.uri.queryParameters["hasVideo"].map(String.init) == "false"
         let announced: (StreamInfo, SessionRegistry.MediaRelease?)
         do {
             announced = try registry.announceStream(
                 sessionID: sessionID, streamID: streamID, publisher: publisher, name: name,
-                hasAudio: media.hasAudio, hasVideo: media.hasVideo, videoType: .camera, tokenID: claims.tokenID,
+                hasAudio: media.hasAudio && !audioOff, hasVideo: media.hasVideo && !videoOff, videoType: .camera,
+                tokenID: claims.tokenID,
                 publishCaptions: publishCaptions)
         } catch {
             services.media.unpublish(streamID: streamID)

@@ -237,7 +237,9 @@ public final class SessionRegistry: Sendable {
     /// Audio fallback for a subscriber: `videoDisableWarning`,
     /// `videoDisableWarningLifted`, `videoDisabled` or `videoEnabled` with
     /// reason quality, to every connection of its session (the message names
-    /// the subscriber; its client knows its own).
+    /// the subscriber; its client knows its own). The other reasons:
+    /// publishVideo in `setStreamProperties`, subscribeToVideo in
+    /// `storeSubscriberSettings`.
     func subscriberVideoQuality(subscriberID: String, messageType: String) {
         state.withLock { state in
             guard let place = state.subscribers[subscriberID], let session = state.sessions[place.sessionID] else { return }
@@ -424,6 +426,13 @@ public final class SessionRegistry: Sendable {
             if let publishCaptions { session.streams[index].publishCaptions = publishCaptions }
             session.streams[index].info = info
             for change in changes { session.broadcast(jsonText(change)) }
+            // Each subscriber of the stream hears why its video stopped or came back.
+            if changes.contains(where: { $0.property == "hasVideo" }) {
+                for subscriber in session.streams[index].subscribers {
+                    session.broadcast(jsonText(ServerMessage.SubscriberVideo(
+                        type: info.hasVideo ? "videoEnabled" : "videoDisabled", subscriberId: subscriber, reason: "publishVideo")))
+                }
+            }
             Self.updateHasCaptions(&session, index: index)
             state.sessions[sessionID] = session
         }
@@ -590,12 +599,18 @@ public final class SessionRegistry: Sendable {
                 throw .noSuchConnection(connectionID)
             }
             var merged = session.connections[index].subscriberSettings[subscriberID] ?? SubscriberSettings()
+            let videoWas = merged.subscribeToVideo ?? true
             if let v = settings.subscribeToAudio { merged.subscribeToAudio = v }
             if let v = settings.subscribeToVideo { merged.subscribeToVideo = v }
             if let v = settings.subscribeToCaptions { merged.subscribeToCaptions = v }
             if let v = settings.preferredResolution { merged.preferredResolution = v }
             if let v = settings.preferredFrameRate { merged.preferredFrameRate = v }
             session.connections[index].subscriberSettings[subscriberID] = merged
+            // Said like the router's other reasons, to every connection (the message names the subscriber).
+            if let video = settings.subscribeToVideo, video != videoWas {
+                session.broadcast(jsonText(ServerMessage.SubscriberVideo(
+                    type: video ? "videoEnabled" : "videoDisabled", subscriberId: subscriberID, reason: "subscribeToVideo")))
+            }
             state.sessions[sessionID] = session
         }
     }

@@ -139,6 +139,12 @@ final class EmbeddedRouter: Sendable {
         server.report(.videoDimensions(width: width, height: height), of: stream)
     }
 
+    /// A camera's publisher turned its audio or video off or on (publishAudio/publishVideo).
+    func publishing(camera: Int, kind: MediaKind, on: Bool) {
+        guard let stream = localStreams.withLock({ $0.indices.contains(camera - 1) ? $0[camera - 1] : nil }) else { return }
+        server.setLocalStreamMedia(stream, hasAudio: kind == .audio ? on : nil, hasVideo: kind == .video ? on : nil)
+    }
+
     /// A publisher's viewer ended on its own: a session subscriber's, the session hears of it.
     func viewerLeft(viewerID: String, reason: String) { engine.local.viewerLeft(viewerID: viewerID, reason: reason) }
 
