@@ -53,6 +53,8 @@ public final class Session: Sendable {
         var capabilities: SessionCapabilities?
         var mediaMode: SessionMediaMode?
         var streams: [SessionStream] = []
+        var connection: SessionConnection?
+        var connections: [SessionConnection] = []
         weak var delegate: (any SessionDelegate)?
         var ended = false
     }
@@ -86,6 +88,10 @@ public final class Session: Sendable {
     public var mediaMode: SessionMediaMode? { state.withLock { $0.mediaMode } }
     /// The session's streams now, oldest first.
     public var streams: [SessionStream] { state.withLock { $0.streams } }
+    /// This client's own connection (OpenTok's `session.connection`), once connected.
+    public var connection: SessionConnection? { state.withLock { $0.connection } }
+    /// The session's other connections now, in the order they joined.
+    public var connections: [SessionConnection] { state.withLock { $0.connections } }
 
     /// Opens the signalling WebSocket and waits (within the timeout) for `connected`.
     public func connect() throws(SessionError) {
@@ -103,6 +109,8 @@ public final class Session: Sendable {
         let capabilities: SessionCapabilities
         let mediaMode: SessionMediaMode
         let streams: [SessionStream]
+        let connection: SessionConnection?
+        let connections: [SessionConnection]
     }
 
     private func openSignalling() throws(SessionError) -> Joined {
@@ -137,9 +145,10 @@ public final class Session: Sendable {
                 socket.close()
                 throw .protocolError("the first message is not `connected`: \(text.prefix(200))")
             }
-            let mode = (try? JSONDecoder().decode(Incoming.self, from: Data(text.utf8)))?.mediaMode
+            let fields = try? JSONDecoder().decode(Incoming.self, from: Data(text.utf8))
             return Joined(socket: socket, connectionId: id, capabilities: capabilities,
-                          mediaMode: mode.flatMap(SessionMediaMode.init(rawValue:)) ?? .routed, streams: streams)
+                          mediaMode: fields?.mediaMode.flatMap(SessionMediaMode.init(rawValue:)) ?? .routed, streams: streams,
+                          connection: fields?.connection, connections: fields?.connections ?? [])
         }
     }
 
@@ -150,6 +159,8 @@ public final class Session: Sendable {
             s.capabilities = joined.capabilities
             s.mediaMode = joined.mediaMode
             s.streams = joined.streams
+            s.connection = joined.connection
+            s.connections = joined.connections
         }
     }
 
@@ -296,7 +307,7 @@ public final class Session: Sendable {
     public func subscribe(streamId: String, settings: SubscriberSettings = SubscriberSettings(),
                           video: (any VideoRenderer)?, audio: (any AudioRenderer)?,
                           onEvent: @escaping @Sendable (SubscriberEvent) -> Void) throws(SubscriberError) -> Subscriber {
-        let subscriber = try Subscriber(endpoint: subscribeURL(streamId: streamId), token: token, settings: settings,
+        let subscriber = try Subscriber(endpoint: subscribeURL(streamId: streamId), token: token, streamId: streamId, settings: settings,
                                         video: video, audio: audio, logger: logger, onEvent: onEvent)
         subscribers.withLock { list in
             list.removeAll { $0.subscriber == nil }
@@ -312,6 +323,13 @@ public final class Session: Sendable {
             }
         }
         return subscriber
+    }
+
+    /// Ends a subscriber made by `subscribe` (its WHEP DELETE; the router
+    /// stops sending to it) and forgets it.
+    public func unsubscribe(_ subscriber: Subscriber) {
+        subscriber.stop()
+        subscribers.withLock { list in list.removeAll { $0.subscriber == nil || $0.subscriber === subscriber } }
     }
 
     private func send(_ message: [String: Any]) throws(SessionError) {
@@ -404,6 +422,8 @@ public final class Session: Sendable {
                     switch event {
                     case .streamCreated(let stream): s.streams.append(stream)
                     case .streamDestroyed(let id, _): s.streams.removeAll { $0.streamId == id }
+                    case .connectionCreated(let connection): s.connections.append(connection)
+                    case .connectionDestroyed(let id, _): s.connections.removeAll { $0.connectionId == id }
                     default: break
                     }
                 }
@@ -507,15 +527,12 @@ public final class Session: Sendable {
     // MARK: Parsing
 
     private struct Incoming: Decodable {
-        struct Connection: Decodable {
-            var connectionId: String
-            var data: String?
-        }
         var type: String
         var connectionId: String?
         var capabilities: SessionCapabilities?
         var streams: [SessionStream]?
-        var connection: Connection?
+        var connections: [SessionConnection]?
+        var connection: SessionConnection?
         var stream: SessionStream?
         var streamId: String?
         var reason: String?
@@ -557,8 +574,7 @@ public final class Session: Sendable {
             guard let id = m.connectionId, let capabilities = m.capabilities else { return nil }
             return .connected(connectionId: id, capabilities: capabilities, streams: m.streams ?? [])
         case "connectionCreated":
-            guard let c = m.connection else { return nil }
-            return .connectionCreated(connectionId: c.connectionId, data: c.data ?? "")
+            return m.connection.map { .connectionCreated($0) }
         case "connectionDestroyed":
             guard let id = m.connectionId else { return nil }
             return .connectionDestroyed(connectionId: id, reason: m.reason ?? "")

@@ -13,7 +13,7 @@ public struct SessionCapabilities: Sendable, Codable, Equatable {
 /// (DESIGN.md "Sessions": the message names are the contract's).
 public enum SessionEvent: Sendable, Equatable {
     case connected(connectionId: String, capabilities: SessionCapabilities, streams: [SessionStream])
-    case connectionCreated(connectionId: String, data: String)
+    case connectionCreated(SessionConnection)
     case connectionDestroyed(connectionId: String, reason: String)
     case streamCreated(SessionStream)
     case streamDestroyed(streamId: String, reason: String)

@@ -9,4 +9,8 @@ public struct SessionStream: Sendable, Codable, Equatable {
     public var hasCaptions: Bool
     public var width: Int
     public var height: Int
+    /// camera, screen or custom.
+    public var videoType: String
+    /// When it was published, in milliseconds since 1970 (the router's clock).
+    public var createdAt: Int64
 }

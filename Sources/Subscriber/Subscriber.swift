@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import Logging
 import MediaTypes
 import Publisher
@@ -15,6 +18,9 @@ import WHIP
 /// decodes and renders (see `ReceivedMedia`).
 public final class Subscriber: Sendable {
     public let endpoint: String
+    /// The session stream it receives (OpenTok's `subscriber.stream`); nil
+    /// for a WHEP endpoint outside a session.
+    public let streamId: String?
     private let client: WHIPClient
     private let settings: SubscriberSettings
     private let logger: Logger
@@ -44,11 +50,13 @@ public final class Subscriber: Sendable {
     /// - Parameters:
     ///   - endpoint: the WHEP URL (camagent: `http://HOST:PORT/v2/sessions/SID/streams/ID/subscribe`, or a viewer's `/whep`).
     ///   - token: sent as a bearer token (a subscriber token of the session).
+    ///   - streamId: the session stream behind `endpoint`, when there is one.
     ///   - video, audio: where decoded media goes (nil: decoded, then dropped).
-    public init(endpoint: String, token: String?, settings: SubscriberSettings = SubscriberSettings(),
+    public init(endpoint: String, token: String?, streamId: String? = nil, settings: SubscriberSettings = SubscriberSettings(),
                 video: (any VideoRenderer)?, audio: (any AudioRenderer)?, logger: Logger,
                 onEvent: @escaping @Sendable (SubscriberEvent) -> Void) throws(SubscriberError) {
         self.endpoint = endpoint
+        self.streamId = streamId
         self.settings = settings
         self.logger = logger
         self.onEvent = onEvent
@@ -186,6 +194,14 @@ public final class Subscriber: Sendable {
     }
 
     public var state: SubscriberState { control.withLock { $0.state } }
+
+    /// Its stats now as a W3C webrtc-stats report (OpenTok's
+    /// `rtcStatsReport`): inbound-rtp, remote-outbound-rtp, candidate-pair.
+    public func rtcStatsReport() -> [RTCStatsEntry] {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return stats().rtcStatsReport(timestamp: (Double(now.tv_sec) * 1000 + Double(now.tv_nsec) / 1e6).rounded())
+    }
 
     public func stats() -> SubscriberStats {
         let received = media.stats

@@ -26,6 +26,10 @@ struct RegistryTests {
         #expect(toA.map { $0["type"] as? String } == ["connected", "connectionCreated"])
         #expect(toA[0]["connectionId"] as? String == first.connectionId)
         #expect(toA[0]["mediaMode"] as? String == "relayed")
+        // Its own connection too, as the others see it (beyond the contract's fields).
+        let own = try #require(toA[0]["connection"] as? [String: Any])
+        #expect(own["connectionId"] as? String == first.connectionId && own["data"] as? String == "alice")
+        #expect(own["createdAt"] as? Int == Int(first.createdAt))
         #expect((toA[0]["capabilities"] as? [String: Bool]) == ["publish": true, "subscribe": true, "forceDisconnect": true, "captions": true])
         let created = try #require(toA[1]["connection"] as? [String: Any])
         #expect(created["connectionId"] as? String == second.connectionId)

@@ -113,4 +113,13 @@ struct SessionPublishingTests {
         #expect(!publications.add(.init(publisher: first, relayed: true, streamId: "A2", name: "", publishCaptions: false, connectionId: "c",
                                         onEvent: record)))
     }
+
+    @Test("the router's messages become events carrying the contract's fields: a connection's data and time, a stream's videoType and createdAt")
+    func parsedMessages() throws {
+        let created = Session.parse(#"{"type":"connectionCreated","connection":{"connectionId":"c1","data":"kiosk","createdAt":1800000000123}}"#)
+        #expect(created == .connectionCreated(SessionConnection(connectionId: "c1", data: "kiosk", createdAt: 1_800_000_000_123)))
+        let stream = Session.parse(#"{"type":"streamCreated","stream":{"streamId":"s1","connectionId":"c1","name":"door","hasAudio":true,"hasVideo":false,"hasCaptions":false,"videoType":"screen","width":0,"height":0,"createdAt":1800000000456}}"#)
+        guard case .streamCreated(let s)? = stream else { Issue.record("not a streamCreated: \(String(describing: stream))"); return }
+        #expect(s.videoType == "screen" && s.createdAt == 1_800_000_000_456 && !s.hasVideo && s.name == "door")
+    }
 }

@@ -171,7 +171,7 @@ public final class SessionRegistry: Sendable {
             if let outbox {
                 outbox.send(jsonText(ServerMessage.Connected(
                     connectionId: info.connectionId, capabilities: role.capabilities, mediaMode: session.info.mediaMode,
-                    connections: session.connections.map(\.info), streams: session.streams.map(\.info))))
+                    connections: session.connections.map(\.info), streams: session.streams.map(\.info), connection: info)))
             }
             session.broadcast(jsonText(ServerMessage.ConnectionCreated(connection: info)))
             session.connections.append(ConnectionState(info: info, role: role, outbox: outbox))

@@ -11,6 +11,9 @@ enum ServerMessage {
         /// The session's other connections at the moment of joining.
         var connections: [ConnectionInfo]
         var streams: [StreamInfo]
+        /// This connection as the others see it (`data`, `createdAt`): beyond
+        /// the contract's fields, so a client knows its own.
+        var connection: ConnectionInfo
     }
 
     struct ConnectionCreated: Encodable {
