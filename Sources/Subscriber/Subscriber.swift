@@ -45,6 +45,9 @@ public final class Subscriber: Sendable {
         /// (the decoder's thread can get a keyframe out before this thread wakes).
         var saidConnected = false
         var heldDimensions: SubscriberEvent?
+        /// The router stopped video for loss (audio fallback) and has not said
+        /// it is back: a new connection starts with video again, and says so.
+        var videoOffForQuality = false
     }
 
     /// - Parameters:
@@ -181,6 +184,11 @@ public final class Subscriber: Sendable {
     /// own event. Captions go only while subscribeToCaptions is on.
     public func routerSaid(_ event: SubscriberEvent) {
         if case .captionReceived = event, !subscribeToCaptions { return }
+        switch event {
+        case .videoDisabled(.quality): control.withLock { $0.videoOffForQuality = true }
+        case .videoEnabled(.quality): control.withLock { $0.videoOffForQuality = false }
+        default: break
+        }
         onEvent(event)
     }
 
@@ -363,12 +371,14 @@ public final class Subscriber: Sendable {
                 }
                 setState(.connected)
                 onEvent(reconnecting ? .reconnected(selectedPair: pair) : .connected(codecs: codecs.joined(separator: "+"), selectedPair: pair))
-                let held = control.withLock { c in
+                let (held, videoBack) = control.withLock { c in
+                    defer { (c.heldDimensions, c.videoOffForQuality) = (nil, false) }
                     c.saidConnected = true
-                    defer { c.heldDimensions = nil }
-                    return c.heldDimensions
+                    return (c.heldDimensions, c.videoOffForQuality)
                 }
                 if let held { onEvent(held) }
+                // Video stopped for loss was the old connection's: the router sends the new one video.
+                if videoBack { onEvent(.videoEnabled(.quality)) }
             case .failed(.peerClosed):
                 peerClosed = true
                 return connected ? .ended("the sender closed the connection") : .failed(.connection(.peerClosed))

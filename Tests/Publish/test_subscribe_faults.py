@@ -139,6 +139,29 @@ def test_heavy_loss_falls_back_to_audio_and_recovers(fault_link, workdir):
     assert router.metrics(), "the router still answers"
 
 
+def test_video_stopped_for_loss_comes_back_with_a_new_connection(fault_link, workdir):
+    """Video the router stopped for loss (videoDisabled, quality) was the old connection's: when
+    the media drops and the subscriber connects again (a new WHEP exchange, a new subscriber at
+    the router, which sends it video), it says videoEnabled (quality) then, not never."""
+    router, url, token = routed_stream(fault_link, workdir)
+    proc = start_subscriber(fault_link, workdir, url, token)
+    lines = Lines(proc, router)
+    lines.stats("30 frames decoded", lambda e: e["video"]["framesDecoded"] >= 30)
+    fault_link.set(loss=30)
+    lines.until(lambda e: e.get("event") == "video" and e.get("state") == "disabled", "videoDisabled", timeout=60)
+    fault_link.blackhole(10)
+    lines.until(lambda e: e.get("state") == "disconnected", "disconnected")
+    fault_link.clear()
+    lines.until(lambda e: e.get("state") == "reconnected", "reconnected", timeout=90)
+    enabled = lines.until(lambda e: e.get("event") == "video" and e.get("state") == "enabled", "videoEnabled", timeout=30)
+    assert enabled["reason"] == "quality", enabled
+    lines.stats("frames decoded on the new connection", lambda e: e["connections"] == 2 and e["video"]["framesDecoded"] >= 30)
+    fault_link.a.stop(proc)
+    order = [(e.get("event"), e.get("state")) for e in lines.all() if e.get("event") in ("state", "video")
+             and e.get("state") in ("disabled", "enabled", "disconnected", "reconnected")]
+    assert order.index(("state", "reconnected")) < order.index(("video", "enabled")), order
+
+
 def test_a_publisher_may_turn_audio_fallback_off(fault_link, workdir):
     router, url, token = routed_stream(fault_link, workdir, 90, "--no-audio-fallback")
     proc = start_subscriber(fault_link, workdir, url, token, "--duration", "16")
