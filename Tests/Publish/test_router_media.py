@@ -109,6 +109,16 @@ def test_roles_decide_who_publishes_and_who_subscribes(net, workdir, pattern_y4m
     status, _, text = http(net, "POST", f"{url}/publish", token=router.token(session, "subscriber"), body=offer,
                            headers={"Content-Type": "application/sdp"})
     assert status == 403, (status, text)
+    # A stream is tied (`?connectionId=`) only to a connection that joined with the same token:
+    # another client's publisher token cannot put a stream on it.
+    alice = SessionWatcher(net, url, router.token(session, "publisher", "--data", "alice"))
+    try:
+        alice_id = alice.wait_for("connected")["connectionId"]
+        status, _, body = http(net, "POST", f"{url}/publish?connectionId={alice_id}", token=router.token(session, "publisher"),
+                               body=offer, headers={"Content-Type": "application/sdp"})
+        assert status == 403 and "another token" in body["message"], (status, body)
+    finally:
+        alice.close()
 
     aiortc = start_aiortc_publisher(net, workdir, f"{url}/publish", router.token(session, "publisher-only"),
                                     pattern_y4m, duration=6)

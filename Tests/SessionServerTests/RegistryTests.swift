@@ -271,6 +271,32 @@ struct RegistryTests {
         ])
     }
 
+    @Test("a connection is acted for only with the token it joined with: a WHIP stream tied to it, its subscribers' settings")
+    func ownership() throws {
+        let registry = SessionRegistry()
+        let sid = try registry.createSession(mediaMode: .routed).sessionID
+        let alice = try registry.connect(sessionID: sid, role: .publisher, data: "", outbox: nil, tokenID: "A").connectionId
+        let bob = try registry.connect(sessionID: sid, role: .moderator, data: "", outbox: nil, tokenID: "B").connectionId
+        try registry.checkOwnership(sessionID: sid, connectionID: alice, tokenID: "A")
+        #expect(throws: RegistryError.self) { try registry.checkOwnership(sessionID: sid, connectionID: alice, tokenID: "B") }
+        #expect(throws: RegistryError.noSuchConnection("nope")) {
+            try registry.checkOwnership(sessionID: sid, connectionID: "nope", tokenID: "A")
+        }
+
+        let stream = try registry.reserveStream(sessionID: sid, connectionID: alice)
+        _ = try registry.announceStream(sessionID: sid, streamID: stream, publisher: .connection(alice), name: "",
+                                        hasAudio: true, hasVideo: true, videoType: .camera)
+        let sub = try registry.reserveSubscriber(sessionID: sid, streamID: stream)
+        #expect(registry.confirmSubscriber(sessionID: sid, streamID: stream, subscriberID: sub, tokenID: "A"))
+        let off = SubscriberSettings(subscribeToVideo: false)
+        let refused = #expect(throws: RegistryError.self) {
+            try registry.storeSubscriberSettings(sessionID: sid, connectionID: bob, subscriberID: sub, settings: off)
+        }
+        #expect(refused?.status == 403)
+        #expect(registry.subscriberSettings(sessionID: sid, connectionID: bob, subscriberID: sub) == nil)
+        try registry.storeSubscriberSettings(sessionID: sid, connectionID: alice, subscriberID: sub, settings: off)
+    }
+
     @Test("an outbox that fills up ends itself and says it overflowed")
     func overflow() async {
         let outbox = Outbox(capacity: 3)

@@ -243,9 +243,10 @@ struct RESTResponder: HTTPResponder {
         }
         let connectionID = request.uri.queryParameters["connectionId"].map(String.init)
         if let connectionID {
-            // `authorize` checked the token is for this session; the connection must be in it too.
-            guard registry.role(sessionID: sessionID, connectionID: connectionID) != nil else {
-                throw APIError(RegistryError.noSuchConnection(connectionID))
+            // `authorize` checked the token is for this session; the connection must be in it too,
+            // and be the caller's own (joined with this token): no stream is put on another's connection.
+            do { try registry.checkOwnership(sessionID: sessionID, connectionID: connectionID, tokenID: claims.tokenID) } catch {
+                throw APIError(error)
             }
         }
         let name = request.uri.queryParameters["name"].map { String($0.prefix(256)) } ?? ""

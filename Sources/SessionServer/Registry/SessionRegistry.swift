@@ -62,6 +62,10 @@ public final class SessionRegistry: Sendable {
         var role: Role
         /// nil for a bare WHIP client's connection: it has no socket.
         var outbox: Outbox?
+        /// The `jti` of the token it joined with: a WHIP stream tied to it
+        /// (`?connectionId=`) and the subscribers whose settings it says must
+        /// come with the same token (nil: a bare WHIP client's, or made without one).
+        var tokenID: String? = nil
         var subscriberSettings: [String: SubscriberSettings] = [:]
     }
 
@@ -162,7 +166,7 @@ public final class SessionRegistry: Sendable {
 
     /// Adds a connection. With an outbox (a signalling connection) it first
     /// gets `connected`; every other connection gets `connectionCreated`.
-    func connect(sessionID: String, role: Role, data: String, outbox: Outbox?) throws(RegistryError) -> ConnectionInfo {
+    func connect(sessionID: String, role: Role, data: String, outbox: Outbox?, tokenID: String? = nil) throws(RegistryError) -> ConnectionInfo {
         let created = now()
         return try state.withLock { (state) throws(RegistryError) -> ConnectionInfo in
             guard var session = state.sessions[sessionID] else { throw .noSuchSession(sessionID) }
@@ -174,7 +178,7 @@ public final class SessionRegistry: Sendable {
                     connections: session.connections.map(\.info), streams: session.streams.map(\.info), connection: info)))
             }
             session.broadcast(jsonText(ServerMessage.ConnectionCreated(connection: info)))
-            session.connections.append(ConnectionState(info: info, role: role, outbox: outbox))
+            session.connections.append(ConnectionState(info: info, role: role, outbox: outbox, tokenID: tokenID))
             state.sessions[sessionID] = session
             return info
         }
@@ -184,6 +188,21 @@ public final class SessionRegistry: Sendable {
     func role(sessionID: String, connectionID: String) -> Role? {
         state.withLock { state in
             state.sessions[sessionID].flatMap { s in s.connectionIndex(connectionID).map { s.connections[$0].role } }
+        }
+    }
+
+    /// Whether a request made with the token `tokenID` may act for the
+    /// connection: it joined with that same token. Throws 404 for a
+    /// connection not in the session, 403 for another client's.
+    func checkOwnership(sessionID: String, connectionID: String, tokenID: String?) throws(RegistryError) {
+        try state.withLock { (state) throws(RegistryError) in
+            guard let session = state.sessions[sessionID], let index = session.connectionIndex(connectionID) else {
+                throw .noSuchConnection(connectionID)
+            }
+            let owner = session.connections[index].tokenID
+            guard owner == nil || owner == tokenID else {
+                throw .notAllowed("connection \(connectionID) joined with another token; tie a stream only to your own connection")
+            }
         }
     }
 
@@ -597,6 +616,11 @@ public final class SessionRegistry: Sendable {
             }
             guard var session = state.sessions[sessionID], let index = session.connectionIndex(connectionID) else {
                 throw .noSuchConnection(connectionID)
+            }
+            // Only the client that subscribed (the same token) says what its subscriber wants.
+            if let subscriberToken = place.tokenID, let connectionToken = session.connections[index].tokenID,
+               subscriberToken != connectionToken {
+                throw .notAllowed("subscriber \(subscriberID) was made with another token")
             }
             var merged = session.connections[index].subscriberSettings[subscriberID] ?? SubscriberSettings()
             let videoWas = merged.subscribeToVideo ?? true

@@ -21,7 +21,7 @@ struct SignallingConnection: Sendable {
         let connection: ConnectionInfo
         do {
             connection = try services.registry.connect(
-                sessionID: sessionID, role: claims.role, data: claims.connectionData, outbox: outbox)
+                sessionID: sessionID, role: claims.role, data: claims.connectionData, outbox: outbox, tokenID: claims.tokenID)
         } catch {
             // The session filled up (or went) between the upgrade check and now.
             try? await outbound.write(.text(SignallingRefusal(error).messageText))
