@@ -26,9 +26,17 @@ public final class Subscriber: Sendable {
     private let logger: Logger
     private let certificate: DTLSCertificate
     private let media: ReceivedMedia
+    /// The owner's closure, then the delegate.
     private let onEvent: @Sendable (SubscriberEvent) -> Void
+    private let delegates: PThreadLocked<Delegates>
     private let signal = StopSignal()
     private let control: PThreadLocked<Control>
+
+    private struct Delegates {
+        weak var delegate: (any SubscriberDelegate)?
+        /// This subscriber, for the delegate's calls (weak: the closures it is in live in it).
+        weak var subscriber: Subscriber?
+    }
 
     private struct Control {
         var thread: StoppableThread?
@@ -62,7 +70,14 @@ public final class Subscriber: Sendable {
         self.streamId = streamId
         self.settings = settings
         self.logger = logger
-        self.onEvent = onEvent
+        let delegates = PThreadLocked(Delegates())
+        self.delegates = delegates
+        let emit: @Sendable (SubscriberEvent) -> Void = { event in
+            onEvent(event)
+            let (delegate, subscriber) = delegates.withLock { ($0.delegate, $0.subscriber) }
+            if let delegate, let subscriber { delegate.deliver(event, from: subscriber) }
+        }
+        self.onEvent = emit
         do {
             client = try WHIPClient(endpoint: endpoint, token: token, timeout: settings.httpTimeout,
                                     allowInsecureTLS: settings.allowInsecureTLS,
@@ -81,8 +96,15 @@ public final class Subscriber: Sendable {
                 c.heldDimensions = event
                 return true
             }
-            if !held { onEvent(event) }
+            if !held { emit(event) }
         }
+        delegates.withLock { $0.subscriber = self }
+    }
+
+    /// OpenTok's subscriber delegate (held weakly): each event, after `onEvent`.
+    public var delegate: (any SubscriberDelegate)? {
+        get { delegates.withLock { $0.delegate } }
+        set { delegates.withLock { $0.delegate = newValue } }
     }
 
     // MARK: Control
