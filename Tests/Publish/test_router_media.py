@@ -116,7 +116,7 @@ def test_roles_decide_who_publishes_and_who_subscribes(net, workdir, pattern_y4m
         alice_id = alice.wait_for("connected")["connectionId"]
         status, _, body = http(net, "POST", f"{url}/publish?connectionId={alice_id}", token=router.token(session, "publisher"),
                                body=offer, headers={"Content-Type": "application/sdp"})
-        assert status == 403 and "another token" in body["message"], (status, body)
+        assert status == 403 and "not a signalling connection made with this token" in body["message"], (status, body)
     finally:
         alice.close()
 

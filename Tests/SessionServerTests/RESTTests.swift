@@ -256,14 +256,18 @@ struct RESTMediaTests {
         #expect((seen[1]["connection"] as? [String: Any])?["data"] as? String == "obs")
     }
 
-    @Test("?connectionId= ties the stream to that signalling connection; an unknown one is 404")
+    @Test("?connectionId= ties the stream to that signalling connection (joined with the same token); an unknown one is 404, another token's 403")
     func publishOnConnection() async throws {
         let f = RouterFixture()
         let sid = try f.session()
         let outbox = Outbox()
-        let c = try f.registry.connect(sessionID: sid, role: .publisher, data: "", outbox: outbox)
         let publisher = try await f.client(sid, .publisher)
+        guard case .client(let claims) = try await f.tokens.verify(publisher) else { Issue.record("not a client token"); return }
+        let c = try f.registry.connect(sessionID: sid, role: .publisher, data: "", outbox: outbox, tokenID: claims.tokenID)
+        let other = try await f.client(sid, .publisher)
         try await f.test { client in
+            try expectError(try await client.execute(uri: "/v2/sessions/\(sid)/publish?connectionId=\(c.connectionId)", method: .post,
+                                                     headers: sdpHeaders(other), body: offer), 403, "this token")
             let response = try await client.execute(uri: "/v2/sessions/\(sid)/publish?connectionId=\(c.connectionId)", method: .post,
                                                      headers: sdpHeaders(publisher), body: offer)
             #expect(response.status == .created)

@@ -261,6 +261,11 @@ struct RegistryTests {
             try registry.storeSubscriberSettings(sessionID: sid, connectionID: viewer, subscriberID: sub,
                                                  settings: SubscriberSettings(subscribeToVideo: video))
         }
+        // The same client joined again (a new connection, the same token) says its settings again:
+        // nothing new for the subscriber, nothing said.
+        let again = try registry.connect(sessionID: sid, role: .subscriber, data: "", outbox: nil).connectionId
+        try registry.storeSubscriberSettings(sessionID: sid, connectionID: again, subscriberID: sub,
+                                             settings: SubscriberSettings(subscribeToVideo: true))
         try registry.storeSubscriberSettings(sessionID: sid, connectionID: viewer, subscriberID: sub,
                                              settings: SubscriberSettings(subscribeToAudio: false))
 
@@ -275,8 +280,8 @@ struct RegistryTests {
     func ownership() throws {
         let registry = SessionRegistry()
         let sid = try registry.createSession(mediaMode: .routed).sessionID
-        let alice = try registry.connect(sessionID: sid, role: .publisher, data: "", outbox: nil, tokenID: "A").connectionId
-        let bob = try registry.connect(sessionID: sid, role: .moderator, data: "", outbox: nil, tokenID: "B").connectionId
+        let alice = try registry.connect(sessionID: sid, role: .publisher, data: "", outbox: Outbox(), tokenID: "A").connectionId
+        let bob = try registry.connect(sessionID: sid, role: .moderator, data: "", outbox: Outbox(), tokenID: "B").connectionId
         try registry.checkOwnership(sessionID: sid, connectionID: alice, tokenID: "A")
         #expect(throws: RegistryError.self) { try registry.checkOwnership(sessionID: sid, connectionID: alice, tokenID: "B") }
         #expect(throws: RegistryError.noSuchConnection("nope")) {
@@ -295,6 +300,16 @@ struct RegistryTests {
         #expect(refused?.status == 403)
         #expect(registry.subscriberSettings(sessionID: sid, connectionID: bob, subscriberID: sub) == nil)
         try registry.storeSubscriberSettings(sessionID: sid, connectionID: alice, subscriberID: sub, settings: off)
+
+        // A bare WHIP client's connection (no socket) takes no stream of anyone, its own token's neither.
+        let bare = try registry.reserveStream(sessionID: sid, connectionID: nil)
+        let (bareStream, _) = try registry.announceStream(sessionID: sid, streamID: bare, publisher: .bareWHIPClient(role: .publisher, data: "obs"),
+                                                          name: "", hasAudio: true, hasVideo: true, videoType: .camera, tokenID: "C")
+        for token in ["C", "A"] {
+            #expect(throws: RegistryError.self) {
+                try registry.checkOwnership(sessionID: sid, connectionID: bareStream.connectionId, tokenID: token)
+            }
+        }
     }
 
     @Test("an outbox that fills up ends itself and says it overflowed")

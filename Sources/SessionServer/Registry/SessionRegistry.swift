@@ -23,8 +23,10 @@ public final class SessionRegistry: Sendable {
     private struct State {
         var sessions: [String: SessionState] = [:]
         /// Every subscriber, to its session and stream (ids are unique
-        /// router-wide) and the `jti` of the token that subscribed.
-        var subscribers: [String: (sessionID: String, streamID: String, tokenID: String?)] = [:]
+        /// router-wide), the `jti` of the token that subscribed, and whether
+        /// its client turned its video off (subscribeToVideo false: said once
+        /// per change, whichever connection of that client says it again).
+        var subscribers: [String: (sessionID: String, streamID: String, tokenID: String?, videoOff: Bool)] = [:]
         /// Every running captions id, to its session.
         var captions: [String: String] = [:]
     }
@@ -199,9 +201,11 @@ public final class SessionRegistry: Sendable {
             guard let session = state.sessions[sessionID], let index = session.connectionIndex(connectionID) else {
                 throw .noSuchConnection(connectionID)
             }
-            let owner = session.connections[index].tokenID
-            guard owner == nil || owner == tokenID else {
-                throw .notAllowed("connection \(connectionID) joined with another token; tie a stream only to your own connection")
+            // A bare WHIP client's or a local stream's connection has no socket: nothing to tie to.
+            let connection = session.connections[index]
+            guard connection.outbox != nil, connection.tokenID == tokenID else {
+                throw .notAllowed("connection \(connectionID) is not a signalling connection made with this token; "
+                                  + "tie a stream only to your own connection")
             }
         }
     }
@@ -350,7 +354,7 @@ public final class SessionRegistry: Sendable {
                 try checkConnectionRoom(session)
                 let connection = ConnectionInfo(connectionId: RandomID.make(), data: data, createdAt: created.unixMilliseconds)
                 session.broadcast(jsonText(ServerMessage.ConnectionCreated(connection: connection)))
-                session.connections.append(ConnectionState(info: connection, role: role, outbox: nil))
+                session.connections.append(ConnectionState(info: connection, role: role, outbox: nil, tokenID: tokenID))
                 connectionID = connection.connectionId
             }
             let info = StreamInfo(
@@ -511,7 +515,7 @@ public final class SessionRegistry: Sendable {
             guard var session = state.sessions[sessionID], let index = session.streamIndex(streamID),
                   session.streams[index].pendingSubscribers.remove(subscriberID) != nil else { return false }
             session.streams[index].subscribers.append(subscriberID)
-            state.subscribers[subscriberID] = (sessionID, streamID, tokenID)
+            state.subscribers[subscriberID] = (sessionID, streamID, tokenID, false)
             state.sessions[sessionID] = session
             return true
         }
@@ -618,20 +622,20 @@ public final class SessionRegistry: Sendable {
                 throw .noSuchConnection(connectionID)
             }
             // Only the client that subscribed (the same token) says what its subscriber wants.
-            if let subscriberToken = place.tokenID, let connectionToken = session.connections[index].tokenID,
-               subscriberToken != connectionToken {
+            guard place.tokenID == session.connections[index].tokenID else {
                 throw .notAllowed("subscriber \(subscriberID) was made with another token")
             }
             var merged = session.connections[index].subscriberSettings[subscriberID] ?? SubscriberSettings()
-            let videoWas = merged.subscribeToVideo ?? true
             if let v = settings.subscribeToAudio { merged.subscribeToAudio = v }
             if let v = settings.subscribeToVideo { merged.subscribeToVideo = v }
             if let v = settings.subscribeToCaptions { merged.subscribeToCaptions = v }
             if let v = settings.preferredResolution { merged.preferredResolution = v }
             if let v = settings.preferredFrameRate { merged.preferredFrameRate = v }
             session.connections[index].subscriberSettings[subscriberID] = merged
-            // Said like the router's other reasons, to every connection (the message names the subscriber).
-            if let video = settings.subscribeToVideo, video != videoWas {
+            // Said like the router's other reasons, to every connection (the message names the
+            // subscriber), once per real change: a client that joins again says its settings again.
+            if let video = settings.subscribeToVideo, video == place.videoOff {
+                state.subscribers[subscriberID]?.videoOff = !video
                 session.broadcast(jsonText(ServerMessage.SubscriberVideo(
                     type: video ? "videoEnabled" : "videoDisabled", subscriberId: subscriberID, reason: "subscribeToVideo")))
             }
