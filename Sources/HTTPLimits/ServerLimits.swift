@@ -45,10 +45,13 @@ public struct ServerLimits: Sendable, Equatable {
     /// timeout, the body deadline behind the decoder, and `100 Continue` for
     /// clients that wait for it. Use it inside a
     /// `RequestDeadlineChannel`, which watches the heads.
-    public func http1Configuration(logger: Logger) -> HTTP1Channel.Configuration {
+    /// `maxBodyBytes`: the largest body the server reads (a larger one is
+    /// refused from its head, without a `100 Continue` first).
+    public func http1Configuration(logger: Logger, maxBodyBytes: Int? = nil) -> HTTP1Channel.Configuration {
         let bodyTimeout = requestBodyTimeout
         return HTTP1Channel.Configuration(
-            additionalChannelHandlers: [RequestBodyDeadlineHandler(timeout: bodyTimeout, logger: logger), ExpectContinueHandler()],
+            additionalChannelHandlers: [RequestBodyDeadlineHandler(timeout: bodyTimeout, logger: logger),
+                                        ExpectContinueHandler(maxBodyBytes: maxBodyBytes)],
             idleTimeout: idleTimeout, httpDecoderConfiguration: decoder)
     }
 

@@ -98,7 +98,7 @@ public final class SessionServer: Service, Sendable {
         // only: a connection upgraded to signalling lasts as long as its session,
         // and WebSocket pings watch it. The head deadline covers the handshake
         // (and, with TLS, the TLS handshake before it).
-        let http1 = limits.http1Configuration(logger: logger)
+        let http1 = limits.http1Configuration(logger: logger, maxBodyBytes: configuration.maxBodySize)
         let security = configuration.transportSecurity
         return Application(
             responder: makeResponder(),
