@@ -382,10 +382,15 @@ public final class Subscriber: Sendable {
             case .connected where !connected:
                 connected = true
                 let pair = transport.selectedPair
-                control.withLock { c in
+                // Video stopped for loss was the old connection's subscriber's: the router sends the
+                // new one video. Forgotten with the old id in one step, so a word about the new id
+                // (which needs `resource`) is never wiped.
+                let videoBack = control.withLock { c in
+                    defer { c.videoOffForQuality = false }
                     c.connections += 1
                     c.selectedPair = pair
                     c.resource = session.resourceURL
+                    return c.videoOffForQuality
                 }
                 // A new subscriber id at the server: it hears what differs from the defaults.
                 if !subscribeToVideo || !subscribeToAudio || subscribeToCaptions || preferredFrameRate != nil {
@@ -393,14 +398,14 @@ public final class Subscriber: Sendable {
                 }
                 setState(.connected)
                 onEvent(reconnecting ? .reconnected(selectedPair: pair) : .connected(codecs: codecs.joined(separator: "+"), selectedPair: pair))
-                let (held, videoBack) = control.withLock { c in
-                    defer { (c.heldDimensions, c.videoOffForQuality) = (nil, false) }
+                let held = control.withLock { c in
+                    defer { c.heldDimensions = nil }
                     c.saidConnected = true
-                    return (c.heldDimensions, c.videoOffForQuality)
+                    return c.heldDimensions
                 }
                 if let held { onEvent(held) }
-                // Video stopped for loss was the old connection's: the router sends the new one video.
-                if videoBack { onEvent(.videoEnabled(.quality)) }
+                // Said only while video is wanted: turned off here, it stays off (subscribeToVideo).
+                if videoBack && subscribeToVideo { onEvent(.videoEnabled(.quality)) }
             case .failed(.peerClosed):
                 peerClosed = true
                 return connected ? .ended("the sender closed the connection") : .failed(.connection(.peerClosed))
