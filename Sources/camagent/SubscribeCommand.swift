@@ -149,6 +149,8 @@ struct SubscribeCommand: ParsableCommand {
         var streamLabel = "the WHEP endpoint's stream"
         // With --session: the session's signalling, for the stream's comings and goings and their reasons.
         var joined: (session: Session, stream: SessionStream, watch: SessionWatch)?
+        // The publisher's video off and on, printed once per change (see below).
+        var publishedVideo: PublishedVideo?
         if let session, let token {
             // The signalling rejoins within the media's own reconnect window.
             let client = Session(url: session, token: token, timeout: httpTimeout, allowInsecureTLS: insecureTLS, trustedCertificatesFile: tlsCA,
@@ -162,12 +164,19 @@ struct SubscribeCommand: ParsableCommand {
                 printError("camagent: this token cannot subscribe in \(client.sessionURL) (its role may only publish)")
                 throw ExitCode(ExitCodes.unauthorized)
             }
-            let chosen = try choose(in: client, out: out, waitingUpTo: min(waitForStream, duration ?? .infinity))
+            let left = (duration ?? .infinity) - (MonotonicTimestamp.now() - started).secondsDouble
+            let chosen = try choose(in: client, out: out, waitingUpTo: max(0, min(waitForStream, left)),
+                                    bound: left < waitForStream ? "within --duration \(Self.seconds(duration ?? 0))"
+                                        : "after \(Self.seconds(waitForStream))")
             var onCaptions: (@Sendable (Bool) -> Void)?
             if captions { onCaptions = { @Sendable on in out.captions(on) } }
-            // The publisher turning its video off and on comes from the router, to the subscriber
-            // (videoDisabled/videoEnabled, publishVideo); a stream that has none already is said here.
-            watch.follow(chosen.streamId, onCaptions: onCaptions)
+            // The publisher turning its video off and on: the router tells the subscriber
+            // (videoDisabled/videoEnabled, publishVideo), which needs the subscriber's id, known only
+            // once the media connects; the session tells everyone (streamPropertyChanged hasVideo).
+            // Whichever comes first is printed, once. A stream that has no video already is said here.
+            let video = PublishedVideo(chosen.hasVideo) { on in out.event(on ? .videoEnabled(.publishVideo) : .videoDisabled(.publishVideo)) }
+            publishedVideo = video
+            watch.follow(chosen.streamId, onCaptions: onCaptions) { on in video.say(on) }
             if !chosen.hasVideo { out.event(.videoDisabled(.publishVideo)) }
             if captions && chosen.hasCaptions { out.captions(true) }
             joined = (client, chosen, watch)
@@ -192,9 +201,14 @@ struct SubscribeCommand: ParsableCommand {
         do {
             if let joined {
                 let streamId = joined.stream.streamId
+                let video = publishedVideo
                 subscriber = try joined.session.subscribe(streamId: streamId, settings: settings,
                                                           video: videoRenderer, audio: audioRenderer) { event in
-                    out.event(event, stream: streamId)
+                    switch event {
+                    case .videoDisabled(.publishVideo): video?.say(false)
+                    case .videoEnabled(.publishVideo): video?.say(true)
+                    default: out.event(event, stream: streamId)
+                    }
                 }
                 // Said to the router once connected (and again after each reconnection).
                 subscriber.subscribeToCaptions = captions
@@ -248,6 +262,11 @@ struct SubscribeCommand: ParsableCommand {
         }
     }
 
+    /// "10 s", "1.5 s".
+    private static func seconds(_ value: Double) -> String {
+        (value == value.rounded() ? String(Int(value)) : value.formatted(decimals: 1)) + " s"
+    }
+
     private func makeVideoRenderer() throws(RenderError) -> (any VideoRenderer)? {
         if videoOut == "none" || noVideo { return nil }
         if videoOut.hasPrefix("/dev/") { return try V4L2OutputRenderer(device: videoOut) }
@@ -264,7 +283,8 @@ struct SubscribeCommand: ParsableCommand {
 
     /// The stream asked for, waiting up to `seconds` (--wait-for-stream, within
     /// --duration) for it to be published.
-    private func choose(in session: Session, out: SubscriberPrinter, waitingUpTo seconds: Double) throws -> SessionStream {
+    private func choose(in session: Session, out: SubscriberPrinter, waitingUpTo seconds: Double,
+                        bound: String) throws -> SessionStream {
         let deadline = MonotonicTimestamp.now().seconds + seconds
         var announced = false
         while true {
@@ -276,7 +296,7 @@ struct SubscribeCommand: ParsableCommand {
             if MonotonicTimestamp.now().seconds >= deadline {
                 let wanted = stream.map { "stream \($0) is" } ?? name.map { "no stream named \"\($0)\" is" } ?? "no stream is"
                 let present = list.isEmpty ? "none" : list.map { "\($0.streamId) (\"\($0.name)\")" }.joined(separator: ", ")
-                printError("camagent: \(stream == nil ? wanted : wanted + " not") published in \(session.sessionURL) after \(seconds == seconds.rounded() ? String(Int(seconds)) : seconds.formatted(decimals: 1)) s; streams there: \(present)")
+                printError("camagent: \(stream == nil ? wanted : wanted + " not") published in \(session.sessionURL) \(bound); streams there: \(present)")
                 throw ExitCode(ExitCodes.noSuchStream)
             }
             if !announced {
@@ -288,8 +308,24 @@ struct SubscribeCommand: ParsableCommand {
     }
 }
 
+/// Whether the publisher sends video, as last printed: the router's word and
+/// the session's may both come, in either order, and each change is said once.
+final class PublishedVideo: Sendable {
+    private let on: PThreadLocked<Bool>
+    private let print: @Sendable (Bool) -> Void
+
+    init(_ on: Bool, print: @escaping @Sendable (Bool) -> Void) {
+        self.on = PThreadLocked(on)
+        self.print = print
+    }
+
+    func say(_ now: Bool) {
+        if on.withLock({ v in defer { v = now }; return v != now }) { print(now) }
+    }
+}
+
 /// Follows the session's events for the subscribed stream: its end's
-/// reason, and its captions starting and stopping.
+/// reason, its captions starting and stopping, and its video (hasVideo).
 final class SessionWatch: SessionDelegate {
     /// The signalling's own comings and goings (rejoining), to print.
     private let onSignalling: @Sendable (SessionEvent) -> Void
@@ -300,11 +336,12 @@ final class SessionWatch: SessionDelegate {
         var streamId: String?
         var ended: String?
         var onCaptions: (@Sendable (Bool) -> Void)?
+        var onVideo: (@Sendable (Bool) -> Void)?
     }
     private let state = PThreadLocked(Followed())
 
-    func follow(_ streamId: String, onCaptions: (@Sendable (Bool) -> Void)? = nil) {
-        state.withLock { $0 = Followed(streamId: streamId, onCaptions: onCaptions) }
+    func follow(_ streamId: String, onCaptions: (@Sendable (Bool) -> Void)? = nil, onVideo: (@Sendable (Bool) -> Void)? = nil) {
+        state.withLock { $0 = Followed(streamId: streamId, onCaptions: onCaptions, onVideo: onVideo) }
     }
 
     func session(_ session: Session, didReceive event: SessionEvent) {
@@ -313,6 +350,9 @@ final class SessionWatch: SessionDelegate {
             onSignalling(event)
         case .streamDestroyed(let id, let reason):
             state.withLock { s in if s.streamId == id { s.ended = reason } }
+        case .streamPropertyChanged(let id, "hasVideo", _, let value):
+            let callback = state.withLock { s in s.streamId == id ? s.onVideo : nil }
+            callback?(value == "true")
         case .streamPropertyChanged(let id, "hasCaptions", _, let value):
             let callback = state.withLock { s in s.streamId == id ? s.onCaptions : nil }
             callback?(value == "true")

@@ -188,7 +188,7 @@ def test_subscribe_exit_codes(net, workdir):
     # --duration bounds the whole command, the wait for the stream included.
     code, lines, err = subscribe(net, "--session", url, "--token", subscriber, "--stream", "nope",
                                  "--wait-for-stream", "60", "--duration", "1.5")
-    assert code == EXIT_NO_SUCH_STREAM and "not published" in err and "after 1.5 s" in err, (code, err)
+    assert code == EXIT_NO_SUCH_STREAM and "not published" in err and "within --duration 1.5 s" in err, (code, err)
     # A publisher-only token cannot subscribe: said as soon as the session says so (its
     # `connected` capabilities), not after waiting for a stream it could not take.
     code, lines, err = subscribe(net, "--session", url, "--token", router.token(session, "publisher-only"),
