@@ -27,6 +27,8 @@ final class SessionPublishSignaling: PublisherSignaling {
         var streamId: String?
         /// What the publisher sends now (publishAudio, publishVideo): each offer says what is off.
         var published: (@Sendable () -> (audio: Bool, video: Bool))?
+        /// Told each new stream's id and what its offer said, once the router has the stream.
+        var streamMade: (@Sendable (_ streamId: String, _ offered: (audio: Bool, video: Bool)) -> Void)?
 
         var query: String? { connectionId.map { (["connectionId=" + $0] + options).joined(separator: "&") } }
     }
@@ -51,9 +53,15 @@ final class SessionPublishSignaling: PublisherSignaling {
     }
 
     /// Where each offer reads whether the publisher's audio and video are on,
-    /// so a stream published again while one is off starts off.
-    func reportPublished(_ published: @escaping @Sendable () -> (audio: Bool, video: Bool)) {
-        state.withLock { $0.published = published }
+    /// so a stream published again while one is off starts off; and who
+    /// hears of each new stream with what its offer said (a toggle between
+    /// the offer and the answer went to the old stream: it is said again).
+    func reportPublished(_ published: @escaping @Sendable () -> (audio: Bool, video: Bool),
+                         streamMade: @escaping @Sendable (_ streamId: String, _ offered: (audio: Bool, video: Bool)) -> Void) {
+        state.withLock { s in
+            s.published = published
+            s.streamMade = streamMade
+        }
     }
 
     /// The session rejoined under a new connection: the next offer belongs to it.
@@ -69,10 +77,10 @@ final class SessionPublishSignaling: PublisherSignaling {
         guard var query = state.withLock({ $0.query }) else {
             throw .signaling(SignalingError(.refused, "this publisher publishes into its session with Session.publish, not on its own"))
         }
-        if let on = state.withLock({ $0.published })?() {
-            if !on.audio { query += "&hasAudio=false" }
-            if !on.video { query += "&hasVideo=false" }
-        }
+        let (published, streamMade) = state.withLock { ($0.published, $0.streamMade) }
+        let offered: (audio: Bool, video: Bool) = published?() ?? (true, true)
+        if !offered.audio { query += "&hasAudio=false" }
+        if !offered.video { query += "&hasVideo=false" }
         let whip: WHIPSignaling
         do {
             whip = WHIPSignaling(client: try WHIPClient(endpoint: endpoint + "?" + query, token: token, timeout: timeout,
@@ -84,10 +92,12 @@ final class SessionPublishSignaling: PublisherSignaling {
         }
         let exchanged = try whip.publish(offer: offer)
         let path = exchanged.resource.split(separator: "?").first.map(String.init) ?? exchanged.resource
+        let streamId = path.split(separator: "/").last.map(String.init)
         state.withLock { s in
             s.whip = whip
-            s.streamId = path.split(separator: "/").last.map(String.init)
+            s.streamId = streamId
         }
+        if let streamId { streamMade?(streamId, offered) }
         return exchanged
     }
 

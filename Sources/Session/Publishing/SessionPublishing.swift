@@ -48,7 +48,11 @@ extension Session {
             if publishCaptions { options.append("publishCaptions=true") }
             if !audioFallback { options.append("audioFallback=false") }
             signaling.prepare(connectionId: connectionId, options: options)
-            signaling.reportPublished { [weak publisher] in (publisher?.publishAudio ?? true, publisher?.publishVideo ?? true) }
+            signaling.reportPublished({ [weak publisher] in (publisher?.publishAudio ?? true, publisher?.publishVideo ?? true) },
+                                      streamMade: { [weak self, weak publisher] streamId, offered in
+                guard let self, let publisher else { return }
+                self.tellRouter(publisher, streamId: streamId, offered: offered)
+            })
             guard publications.add(.init(publisher: publisher, relayed: false, streamId: nil, name: name,
                                          publishCaptions: publishCaptions, connectionId: connectionId,
                                          onEvent: onEvent)) else {
@@ -112,6 +116,19 @@ extension Session {
         do {
             try publisherProperty(streamId: streamId, hasAudio: kind == .audio ? on : nil, hasVideo: kind == .video ? on : nil)
         } catch {
+            logger.notice("publisherProperty for stream \(streamId) not sent: \(error)")
+        }
+    }
+
+    /// A routed stream the router just made of an offer: a toggle since the
+    /// offer was read went to the stream before it, so what differs is said
+    /// again (only for the kinds the publisher has).
+    private func tellRouter(_ publisher: Publisher, streamId: String, offered: (audio: Bool, video: Bool)) {
+        let media = publisher.media
+        let audio = media.audio && publisher.publishAudio != offered.audio ? publisher.publishAudio : nil
+        let video = media.video && publisher.publishVideo != offered.video ? publisher.publishVideo : nil
+        guard audio != nil || video != nil else { return }
+        do { try publisherProperty(streamId: streamId, hasAudio: audio, hasVideo: video) } catch {
             logger.notice("publisherProperty for stream \(streamId) not sent: \(error)")
         }
     }
