@@ -1,3 +1,4 @@
+import FoundationEssentials
 import HummingbirdCore
 import Logging
 import NIOCore
@@ -103,7 +104,10 @@ final class RequestHeadDeadlineHandler: ChannelInboundHandler, RemovableChannelH
         let message = (error as? HTTPParserError) == .headerOverflow
             ? "the request's header lines are over the limit (\(limits.maxHeaderBytes) bytes, \(limits.maxHeaderFields) lines)"
             : "not an HTTP/1.1 request head (\(error))"
-        let body = #"{"code":400,"message":""# + jsonEscaped(message) + #""}"#
+        struct Refusal: Encodable { var code = 400; var message: String }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let body = (try? encoder.encode(Refusal(message: message))).map { String(decoding: $0, as: UTF8.self) } ?? ""
         let text = "HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Type: application/json\r\n"
             + "Content-Length: \(body.utf8.count)\r\n\r\n" + body
         context.writeAndFlush(NIOAny(context.channel.allocator.buffer(string: text))).whenComplete { _ in
@@ -232,18 +236,4 @@ final class MalformedHeadHandler: ChannelInboundHandler, RemovableChannelHandler
         }
         context.fireErrorCaught(error)
     }
-}
-
-/// `text` as the inside of a JSON string.
-private func jsonEscaped(_ text: String) -> String {
-    var out = ""
-    for scalar in text.unicodeScalars {
-        switch scalar {
-        case "\"": out += "\\\""
-        case "\\": out += "\\\\"
-        case _ where scalar.value < 0x20: out += "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count) + String(scalar.value, radix: 16)
-        default: out.unicodeScalars.append(scalar)
-        }
-    }
-    return out
 }
