@@ -186,13 +186,6 @@ public final class SessionRegistry: Sendable {
         }
     }
 
-    /// The role a connection joined with.
-    func role(sessionID: String, connectionID: String) -> Role? {
-        state.withLock { state in
-            state.sessions[sessionID].flatMap { s in s.connectionIndex(connectionID).map { s.connections[$0].role } }
-        }
-    }
-
     /// Whether a request made with the token `tokenID` may act for the
     /// connection: it joined with that same token. Throws 404 for a
     /// connection not in the session, 403 for another client's.
@@ -452,8 +445,8 @@ public final class SessionRegistry: Sendable {
             // Each subscriber of the stream hears why its video stopped or came back.
             if changes.contains(where: { $0.property == "hasVideo" }) {
                 for subscriber in session.streams[index].subscribers {
-                    session.broadcast(jsonText(ServerMessage.SubscriberVideo(
-                        type: info.hasVideo ? "videoEnabled" : "videoDisabled", subscriberId: subscriber, reason: "publishVideo")))
+                    session.broadcast(jsonText(ServerMessage.SubscriberVideo(enabled: info.hasVideo, subscriberId: subscriber,
+                                                                             reason: "publishVideo")))
                 }
             }
             Self.updateHasCaptions(&session, index: index)
@@ -636,8 +629,8 @@ public final class SessionRegistry: Sendable {
             // subscriber), once per real change: a client that joins again says its settings again.
             if let video = settings.subscribeToVideo, video == place.videoOff {
                 state.subscribers[subscriberID]?.videoOff = !video
-                session.broadcast(jsonText(ServerMessage.SubscriberVideo(
-                    type: video ? "videoEnabled" : "videoDisabled", subscriberId: subscriberID, reason: "subscribeToVideo")))
+                session.broadcast(jsonText(ServerMessage.SubscriberVideo(enabled: video, subscriberId: subscriberID,
+                                                                         reason: "subscribeToVideo")))
             }
             state.sessions[sessionID] = session
         }

@@ -100,3 +100,10 @@ enum ServerMessage {
         var type = "pong"
     }
 }
+
+extension ServerMessage.SubscriberVideo {
+    /// `videoEnabled` or `videoDisabled` for one subscriber, with its reason.
+    init(enabled: Bool, subscriberId: String, reason: String) {
+        self.init(type: enabled ? "videoEnabled" : "videoDisabled", subscriberId: subscriberId, reason: reason)
+    }
+}
