@@ -135,14 +135,19 @@ final class EmbeddedRouter: Sendable {
     /// Camera N (1-based) now sends pictures of another size: its stream's
     /// videoDimensions change (streamPropertyChanged, when it is news).
     func videoDimensions(camera: Int, width: Int, height: Int) {
-        guard let stream = localStreams.withLock({ $0.indices.contains(camera - 1) ? $0[camera - 1] : nil }) else { return }
+        guard let stream = localStream(ofCamera: camera) else { return }
         server.report(.videoDimensions(width: width, height: height), of: stream)
     }
 
     /// A camera's publisher turned its audio or video off or on (publishAudio/publishVideo).
     func publishing(camera: Int, kind: MediaKind, on: Bool) {
-        guard let stream = localStreams.withLock({ $0.indices.contains(camera - 1) ? $0[camera - 1] : nil }) else { return }
+        guard let stream = localStream(ofCamera: camera) else { return }
         server.setLocalStreamMedia(stream, hasAudio: kind == .audio ? on : nil, hasVideo: kind == .video ? on : nil)
+    }
+
+    /// Camera N's (1-based) stream in the session; nil once the streams ended.
+    private func localStream(ofCamera camera: Int) -> SessionServer.LocalStream? {
+        localStreams.withLock { $0.indices.contains(camera - 1) ? $0[camera - 1] : nil }
     }
 
     /// A publisher's viewer ended on its own: a session subscriber's, the session hears of it.
