@@ -141,14 +141,15 @@ public final class Session: Sendable {
                 socket.close()
                 throw .protocolError("the WebSocket closed before `connected`")
             }
-            guard case .connected(let id, let capabilities, let streams)? = Self.parse(text) else {
+            // Decoded once: the event, and the fields beyond it (mode, connections).
+            guard let fields = try? JSONDecoder().decode(Incoming.self, from: Data(text.utf8)),
+                  case .connected(let id, let capabilities, let streams)? = Self.event(from: fields) else {
                 socket.close()
                 throw .protocolError("the first message is not `connected`: \(text.prefix(200))")
             }
-            let fields = try? JSONDecoder().decode(Incoming.self, from: Data(text.utf8))
             return Joined(socket: socket, connectionId: id, capabilities: capabilities,
-                          mediaMode: fields?.mediaMode.flatMap(SessionMediaMode.init(rawValue:)) ?? .routed, streams: streams,
-                          connection: fields?.connection, connections: fields?.connections ?? [])
+                          mediaMode: fields.mediaMode.flatMap(SessionMediaMode.init(rawValue:)) ?? .routed, streams: streams,
+                          connection: fields.connection, connections: fields.connections ?? [])
         }
     }
 
@@ -568,7 +569,10 @@ public final class Session: Sendable {
     }
 
     static func parse(_ text: String) -> SessionEvent? {
-        guard let m = try? JSONDecoder().decode(Incoming.self, from: Data(text.utf8)) else { return nil }
+        (try? JSONDecoder().decode(Incoming.self, from: Data(text.utf8))).flatMap(event(from:))
+    }
+
+    private static func event(from m: Incoming) -> SessionEvent? {
         switch m.type {
         case "connected":
             guard let id = m.connectionId, let capabilities = m.capabilities else { return nil }

@@ -113,11 +113,7 @@ extension Session {
 
     private func tellRouter(_ publisher: Publisher, turned kind: MediaKind, on: Bool) {
         guard let streamId = streamId(of: publisher) else { return }
-        do {
-            try publisherProperty(streamId: streamId, hasAudio: kind == .audio ? on : nil, hasVideo: kind == .video ? on : nil)
-        } catch {
-            logger.notice("publisherProperty for stream \(streamId) not sent: \(error)")
-        }
+        tellRouter(streamId: streamId, hasAudio: kind == .audio ? on : nil, hasVideo: kind == .video ? on : nil)
     }
 
     /// A routed stream the router just made of an offer: a toggle since the
@@ -128,7 +124,12 @@ extension Session {
         let audio = media.audio && publisher.publishAudio != offered.audio ? publisher.publishAudio : nil
         let video = media.video && publisher.publishVideo != offered.video ? publisher.publishVideo : nil
         guard audio != nil || video != nil else { return }
-        do { try publisherProperty(streamId: streamId, hasAudio: audio, hasVideo: video) } catch {
+        tellRouter(streamId: streamId, hasAudio: audio, hasVideo: video)
+    }
+
+    /// `publisherProperty`, its failure logged: the next toggle or publish says it again.
+    private func tellRouter(streamId: String, hasAudio: Bool?, hasVideo: Bool?) {
+        do { try publisherProperty(streamId: streamId, hasAudio: hasAudio, hasVideo: hasVideo) } catch {
             logger.notice("publisherProperty for stream \(streamId) not sent: \(error)")
         }
     }
