@@ -1,6 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Logging
 import MediaTypes
 import Publisher
@@ -228,9 +225,7 @@ public final class Subscriber: Sendable {
     /// Its stats now as a W3C webrtc-stats report (OpenTok's
     /// `rtcStatsReport`): inbound-rtp, remote-outbound-rtp, candidate-pair.
     public func rtcStatsReport() -> [RTCStatsEntry] {
-        var now = timespec()
-        clock_gettime(CLOCK_REALTIME, &now)
-        return stats().rtcStatsReport(timestamp: (Double(now.tv_sec) * 1000 + Double(now.tv_nsec) / 1e6).rounded())
+        stats().rtcStatsReport(timestamp: (SenderClock.wallClockNow() * 1000).rounded())
     }
 
     public func stats() -> SubscriberStats {

@@ -11,9 +11,14 @@ enum SenderClock {
     static func delay(since timestamp: UInt32, clock: (ntp: Double, rtp: UInt32)?, rate: Double) -> Double? {
         guard let clock else { return nil }
         let sent = clock.ntp + Double(Int32(bitPattern: timestamp &- clock.rtp)) / rate
+        return wallClockNow() - sent
+    }
+
+    /// Seconds since 1970 on this host's wall clock (what sender reports and W3C stats count in).
+    static func wallClockNow() -> Double {
         var ts = timespec()
         clock_gettime(CLOCK_REALTIME, &ts)
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9 - sent
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
     }
 
     /// A moving average: one late packet does not swing the figure.
