@@ -75,6 +75,16 @@ def check_tone_wav(path, *, seconds):
     assert np.sqrt(np.mean(body ** 2)) > 0.01
 
 
+def no_new_packets(kind, lines_in_a_row):
+    """A predicate on stats lines: true once that many in a row have brought no new `kind` packets."""
+    counts = []
+
+    def settled(e):
+        counts.append(e[kind]["packetsReceived"])
+        return len(counts) > lines_in_a_row and len(set(counts[-lines_in_a_row - 1:])) == 1
+    return settled
+
+
 def events(lines, kind):
     return [e for e in lines if e.get("event") == kind]
 
@@ -293,20 +303,11 @@ def test_subscribe_to_video_off_and_on_stops_and_restarts_the_media(net, workdir
         subscriber.stdin.write(text + "\n")
         subscriber.stdin.flush()
 
-    def quiet(lines_in_a_row):
-        """A predicate: true once that many stats lines in a row have brought no new video packets."""
-        counts = []
-
-        def settled(e):
-            counts.append(packets(e))
-            return len(counts) > lines_in_a_row and len(set(counts[-lines_in_a_row - 1:])) == 1
-        return settled
-
     before = stats_until(lambda e: e["video"]["framesDecoded"] >= 30, "30 frames decoded")
     command("video off")
     # What was in flight still comes, for however long the router takes to act on it; then
     # video packets stop coming (audio goes on). A bounded wait, not a timed assertion.
-    off_start = stats_until(quiet(2), "two lines in a row without new video packets after 'video off' (video "
+    off_start = stats_until(no_new_packets("video", 2), "two lines in a row without new video packets after 'video off' (video "
                             "packets still coming: the router has not stopped sending video)", timeout=15)
     off_end = off_start
     for _ in range(3):
@@ -405,19 +406,13 @@ def test_the_publishers_video_and_audio_off_and_on(net, workdir, where):
             publisher.stdin.write(text + "\n")
             publisher.stdin.flush()
 
-        def steady(kind, lines_in_a_row=2):
-            """True once that many stats lines in a row brought no new `kind` packets."""
-            counts = []
-            return lambda e: (counts.append(e[kind]["packetsReceived"]) or
-                              len(counts) > lines_in_a_row and len(set(counts[-lines_in_a_row - 1:])) == 1)
-
         before = stats_until(lambda e: e["video"]["framesDecoded"] >= 30, "30 frames decoded")
         command("video off")
         changed = watcher.wait_for("streamPropertyChanged", lambda m: m["property"] == "hasVideo")
         assert (changed["streamId"], changed["oldValue"], changed["newValue"]) == (stream["streamId"], True, False), changed
         disabled = watcher.wait_for("videoDisabled", lambda m: m["reason"] == "publishVideo")
         subscriber_id = disabled["subscriberId"]
-        off = stats_until(steady("video"), "video packets stopping after 'video off'")
+        off = stats_until(no_new_packets("video", 2), "video packets stopping after 'video off'")
         more = stats_until(lambda e: e["audio"]["packetsReceived"] >= off["audio"]["packetsReceived"] + 50,
                            "audio going on while video is off")
         assert more["video"]["packetsReceived"] - off["video"]["packetsReceived"] <= 2, (off["video"], more["video"])
@@ -431,7 +426,7 @@ def test_the_publishers_video_and_audio_off_and_on(net, workdir, where):
         command("audio off")
         changed = watcher.wait_for("streamPropertyChanged", lambda m: m["property"] == "hasAudio")
         assert (changed["oldValue"], changed["newValue"]) == (True, False), changed
-        quiet = stats_until(steady("audio"), "audio packets stopping after 'audio off'")
+        quiet = stats_until(no_new_packets("audio", 2), "audio packets stopping after 'audio off'")
         later = stats_until(lambda e: e["video"]["framesDecoded"] >= quiet["video"]["framesDecoded"] + 15,
                             "video going on while audio is off")
         assert later["audio"]["packetsReceived"] - quiet["audio"]["packetsReceived"] <= 2, (quiet["audio"], later["audio"])
