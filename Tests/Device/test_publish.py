@@ -324,8 +324,10 @@ def test_two_vivid_cameras_are_two_streams_an_aiortc_viewer_decodes(vivid, guest
     reload_vivid_with(vivid, ["n_devs=2", "node_types=0x1,0x1"])
     wait_for(lambda: len(vivid_capture_nodes()) == 2, 30, "two vivid capture nodes")
     first, second = vivid_capture_nodes()
+    # The duration is only a bound (SIGINT ends it after the viewers): at 60 s, a slow
+    # guest (TCG beside a build) once ended it before the second viewer came.
     pub = Publisher(["--device", first, "--device", second, "--size", "640x360", "--fps", "15", "--audio", "none",
-                     "--listen", f"{guest_address}:0", "--open", "--duration", "60"], tmp_path)
+                     "--listen", f"{guest_address}:0", "--open", "--duration", "240"], tmp_path)
     serving = {}
     for camera in (1, 2):
         serving[camera] = pub.wait_for(lambda e, c=camera: e.get("event") == "serving" and e.get("camera") == c,
