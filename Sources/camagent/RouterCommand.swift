@@ -48,6 +48,9 @@ struct RouterCommand: ParsableCommand {
     @Option(help: "Seconds a session may stay without any connection before it is removed (0: never), so sessions made and left do not fill --max-sessions.")
     var sessionIdleTimeout = 86_400
 
+    @Option(help: "Seconds a client whose signalling broke may come back to its connection, streams and all (0: it ends at once, networkDisconnected).")
+    var rejoinGrace = 10.0
+
     @Option(help: "Seconds without ICE consent from a publisher before its stream ends (networkDisconnected).")
     var publisherTimeout = 15.0
 
@@ -82,6 +85,9 @@ struct RouterCommand: ParsableCommand {
         }
         for (name, value) in [("--publisher-timeout", publisherTimeout), ("--subscriber-timeout", subscriberTimeout)] {
             guard (2...600).contains(value) else { throw ValidationError("\(name) takes 2 to 600 seconds") }
+        }
+        guard rejoinGrace == 0 || (1...600).contains(rejoinGrace) else {
+            throw ValidationError("--rejoin-grace takes 0 (none) or 1 to 600 seconds")
         }
         guard (tlsCert == nil) == (tlsKey == nil) else {
             throw ValidationError("--tls-cert and --tls-key go together")
@@ -129,7 +135,8 @@ struct RouterCommand: ParsableCommand {
 
         let limits = RegistryLimits(maxSessions: maxSessions, maxConnectionsPerSession: maxConnections,
                                     maxStreamsPerSession: maxStreams, maxSubscribersPerStream: maxSubscribers,
-                                    sessionIdleTimeout: sessionIdleTimeout == 0 ? nil : .seconds(sessionIdleTimeout))
+                                    sessionIdleTimeout: sessionIdleTimeout == 0 ? nil : .seconds(sessionIdleTimeout),
+                                    rejoinGrace: rejoinGrace == 0 ? nil : .milliseconds(Int64(rejoinGrace * 1000)))
         var media = RouterMediaSettings()
         media.maxSubscribersPerStream = maxSubscribers
         media.publisherConsentTimeout = publisherTimeout

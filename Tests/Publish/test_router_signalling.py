@@ -147,6 +147,76 @@ def test_a_newcomer_is_announced_and_signals_reach_everyone_or_one(net, workdir)
     in_namespace(net, scenario)
 
 
+def test_a_client_whose_socket_broke_comes_back_to_its_connection(net, workdir):
+    """A socket that ends without a close frame (the client's process or network went) leaves
+    its connection to the router for --rejoin-grace: the client comes back to it with
+    ?connectionId= and the same token, gets `connected` under the same id, then the messages
+    it missed; the others hear nothing of it. Another token cannot take it back (403). A client
+    that does not come back is ended as networkDisconnected once the grace runs out; one that
+    closes its socket leaves at once (clientDisconnected)."""
+    router = Router(net, workdir, "--rejoin-grace", "3")
+    session = router.create_session()
+    alice = router.token(session, "moderator", "--data", "name=alice")
+    bob = router.token(session, "publisher", "--data", "name=bob")
+    carol = router.token(session, "subscriber", "--data", "name=carol")
+
+    async def broken(ws):
+        """Drops the TCP connection under the WebSocket: no close frame."""
+        ws.transport.abort()
+        await asyncio.sleep(0)
+
+    async def scenario():
+        a = await websockets.connect(router.connect_url(session, alice), open_timeout=WAIT)
+        a_id = (await receive_type(a, "connected"))["connectionId"]
+        b = await websockets.connect(router.connect_url(session, bob), open_timeout=WAIT)
+        b_id = (await receive_type(b, "connected"))["connectionId"]
+        assert (await receive_type(a, "connectionCreated"))["connection"]["connectionId"] == b_id
+
+        await broken(b)
+        # While bob is away, alice signals everyone: the router keeps it for him.
+        await a.send(json.dumps({"type": "signal", "data": "while you were out"}))
+        assert await refused_status(f"{router.connect_url(session, carol)}&connectionId={b_id}") == 403
+        back = await websockets.connect(f"{router.connect_url(session, bob)}&connectionId={b_id}", open_timeout=WAIT)
+        again = await receive_type(back, "connected")
+        assert again["connectionId"] == b_id and again["connection"]["data"] == "name=bob", again
+        assert [c["connectionId"] for c in again["connections"]] == [a_id], again
+        signal = await receive_type(back, "signal")
+        assert signal["data"] == "while you were out" and signal["from"] == a_id, signal
+        # Alice heard nothing of bob's absence: her next message is her own pong.
+        await a.send(json.dumps({"type": "ping"}))
+        await receive_type(a, "pong")
+        # Bob's connection works as before.
+        await back.send(json.dumps({"type": "signal", "data": "back", "to": a_id}))
+        assert (await receive_type(a, "signal"))["data"] == "back"
+
+        # Carol breaks off and does not come back: after the grace, networkDisconnected.
+        c = await websockets.connect(router.connect_url(session, carol), open_timeout=WAIT)
+        c_id = (await receive_type(c, "connected"))["connectionId"]
+        for ws in (a, back):
+            assert (await receive_type(ws, "connectionCreated"))["connection"]["connectionId"] == c_id
+        await broken(c)
+        for ws in (a, back):
+            gone = await receive_type(ws, "connectionDestroyed")
+            assert (gone["connectionId"], gone["reason"]) == (c_id, "networkDisconnected"), gone
+        # Too late now: the id is gone, and the same token gets a new connection.
+        late = await websockets.connect(f"{router.connect_url(session, carol)}&connectionId={c_id}", open_timeout=WAIT)
+        late_id = (await receive_type(late, "connected"))["connectionId"]
+        assert late_id != c_id
+        await late.close()
+
+        # Carol's new connection came and left (closed), then bob closes his socket: each left
+        # on purpose, and alice hears it at once.
+        await back.close()
+        heard = [await receive(a) for _ in range(3)]
+        assert [(m["type"], m.get("connectionId") or m["connection"]["connectionId"], m.get("reason")) for m in heard] == [
+            ("connectionCreated", late_id, None), ("connectionDestroyed", late_id, "clientDisconnected"),
+            ("connectionDestroyed", b_id, "clientDisconnected")], heard
+        await a.close()
+
+    in_namespace(net, scenario)
+    assert "did not come back" in router.log(), router.log()[-3000:]
+
+
 def test_bad_messages_get_an_error_and_the_connection_stays(net, workdir):
     router = Router(net, workdir)
     session = router.create_session()

@@ -25,7 +25,7 @@ struct RelayedMediaTests {
 
         let subscriberID = try registry.reserveSubscriber(sessionID: sid, streamID: streamID)
         #expect(registry.sendRelayedOffer(sessionID: sid, streamID: streamID, subscriberID: subscriberID, sdp: "v=0 offer")
-                == publisher.connectionId)
+                == .sent(to: publisher.connectionId))
         #expect(registry.isAwaitingRelayedAnswer(sessionID: sid, subscriberID: subscriberID, from: publisher.connectionId))
         #expect(!registry.isAwaitingRelayedAnswer(sessionID: sid, subscriberID: subscriberID, from: watcher.connectionId))
         #expect(registry.confirmSubscriber(sessionID: sid, streamID: streamID, subscriberID: subscriberID))
@@ -81,15 +81,15 @@ struct RelayedMediaTests {
         _ = try registry.announceStream(sessionID: relayed, streamID: streamID, publisher: .connection(r.connectionId),
                                         name: "", hasAudio: false, hasVideo: true, videoType: .camera)
         let subscriberID = try registry.reserveSubscriber(sessionID: relayed, streamID: streamID)
-        #expect(registry.sendRelayedOffer(sessionID: relayed, streamID: streamID, subscriberID: subscriberID, sdp: "v=0") == nil)
+        #expect(registry.sendRelayedOffer(sessionID: relayed, streamID: streamID, subscriberID: subscriberID, sdp: "v=0") == .publisherGone)
     }
 
     @Test("a waiting offer ends with the answer, the refusal, the publisher leaving, or the timeout, and only once")
     func offerOutcomes() async {
         let offers = RelayedOffers()
-        async let answered = offers.awaitAnswer(subscriberID: "s1") { "c1" }
-        async let refused = offers.awaitAnswer(subscriberID: "s2") { "c1" }
-        async let left = offers.awaitAnswer(subscriberID: "s3") { "c2" }
+        async let answered = offers.awaitAnswer(subscriberID: "s1") { .sent(to: "c1") }
+        async let refused = offers.awaitAnswer(subscriberID: "s2") { .sent(to: "c1") }
+        async let left = offers.awaitAnswer(subscriberID: "s3") { .sent(to: "c2") }
         // Wait until all three are registered (sent to their publishers).
         let deadline = ContinuousClock.now + .seconds(10)
         while !(offers.hasSentOffer("s1") && offers.hasSentOffer("s2") && offers.hasSentOffer("s3")) {
@@ -104,8 +104,9 @@ struct RelayedMediaTests {
         #expect(await refused == .refused(code: 503, message: "too many viewers"))
         #expect(await left == .publisherGone)
 
-        #expect(await offers.awaitAnswer(subscriberID: "s4") { nil } == .publisherGone)
-        #expect(await offers.awaitAnswer(subscriberID: "s5", timeout: .milliseconds(50)) { "c1" } == .timedOut)
+        #expect(await offers.awaitAnswer(subscriberID: "s4") { .publisherGone } == .publisherGone)
+        #expect(await offers.awaitAnswer(subscriberID: "s6") { .publisherAway } == .publisherAway)
+        #expect(await offers.awaitAnswer(subscriberID: "s5", timeout: .milliseconds(50)) { .sent(to: "c1") } == .timedOut)
         #expect(!offers.resolve("s5", .answer(sdp: "v=0 late")))
     }
 

@@ -436,6 +436,8 @@ struct RESTResponder: HTTPResponder {
             APIError(code, "the publisher of stream \(streamID) refused the offer: \(message)")
         case .publisherGone:
             APIError(404, "stream \(streamID) ended before its publisher answered")
+        case .publisherAway:
+            APIError(503, "the publisher of stream \(streamID) lost its signalling and has not come back yet; try again in a few seconds")
         case .timedOut:
             APIError(503, "the publisher of stream \(streamID) did not answer within "
                            + "\(RelayedOffers.timeout.components.seconds) s (relayed session: the publisher answers offers itself)")

@@ -99,15 +99,21 @@ public struct RegistryLimits: Sendable, Equatable {
     /// A session with no connection (and so no stream) for this long is removed,
     /// so sessions made and left do not fill `maxSessions` for good; nil keeps them.
     public var sessionIdleTimeout: Duration?
+    /// How long a signalling connection whose socket broke (no close frame)
+    /// is kept, with its streams, for its client to come back to it
+    /// (`?connectionId=` on the connect URL, OpenTok's session reconnection);
+    /// nil ends it at once.
+    public var rejoinGrace: Duration?
 
     public init(maxSessions: Int = 100, maxConnectionsPerSession: Int = 100,
                 maxStreamsPerSession: Int = 20, maxSubscribersPerStream: Int = 100,
-                sessionIdleTimeout: Duration? = .seconds(24 * 3600)) {
+                sessionIdleTimeout: Duration? = .seconds(24 * 3600), rejoinGrace: Duration? = .seconds(10)) {
         self.maxSessions = maxSessions
         self.maxConnectionsPerSession = maxConnectionsPerSession
         self.maxStreamsPerSession = maxStreamsPerSession
         self.maxSubscribersPerStream = maxSubscribersPerStream
         self.sessionIdleTimeout = sessionIdleTimeout
+        self.rejoinGrace = rejoinGrace
     }
 }
 

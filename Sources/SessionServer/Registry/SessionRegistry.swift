@@ -29,6 +29,8 @@ public final class SessionRegistry: Sendable {
         var subscribers: [String: (sessionID: String, streamID: String, tokenID: String?, videoOff: Bool)] = [:]
         /// Every running captions id, to its session.
         var captions: [String: String] = [:]
+        /// The last `Away.id` given.
+        var lastAwayID = 0
     }
 
     private struct SessionState {
@@ -45,6 +47,10 @@ public final class SessionRegistry: Sendable {
         var captions: CaptionsInfo?
         /// Since when it has had no connection, stream or captions (nil while it has any): for expiry.
         var idleSince: Date?
+        /// The last connections a moderator forced out, which their clients may not take back
+        /// (one away when it was forced never heard it).
+        var forcedOut: [String] = []
+        static let forcedOutRemembered = 100
 
         var isIdle: Bool { connections.isEmpty && streams.isEmpty && pendingStreams.isEmpty && captions == nil }
 
@@ -62,8 +68,11 @@ public final class SessionRegistry: Sendable {
     private struct ConnectionState {
         var info: ConnectionInfo
         var role: Role
-        /// nil for a bare WHIP client's connection: it has no socket.
+        /// nil for a bare WHIP client's connection: it has no socket. While
+        /// the connection is away, the backlog its client gets on return.
         var outbox: Outbox?
+        /// Its socket broke and it waits for its client (`rejoinGrace`).
+        var away: Away? = nil
         /// The `jti` of the token it joined with: a WHIP stream tied to it
         /// (`?connectionId=`) and the subscribers whose settings it says must
         /// come with the same token (nil: a bare WHIP client's, or made without one).
@@ -84,6 +93,16 @@ public final class SessionRegistry: Sendable {
         var publisherTokenID: String?
         /// Its publisher asks for captions (publishCaptions).
         var publishCaptions = false
+    }
+
+    /// A connection kept for its client after its socket broke: what the
+    /// client had been told by then, to say again when it comes back, ahead
+    /// of what happened since (queued in the backlog outbox).
+    private struct Away {
+        /// Which time away this is (a late expiry of an earlier one does nothing).
+        var id: Int
+        var connections: [ConnectionInfo]
+        var streams: [StreamInfo]
     }
 
     private struct PendingStream {
@@ -151,12 +170,31 @@ public final class SessionRegistry: Sendable {
     // MARK: Connections
 
     /// Throws when a connection to that session would be refused now (no
-    /// such session, or it is full): checked before a WebSocket upgrade, so
-    /// the refusal is an HTTP status. `connect` checks again.
-    public func checkCanConnect(sessionID: String) throws(RegistryError) {
+    /// such session, it is full, or `resuming` names another client's
+    /// connection): checked before a WebSocket upgrade, so the refusal is
+    /// an HTTP status. `connect` checks again.
+    public func checkCanConnect(sessionID: String, resuming: String? = nil, tokenID: String? = nil) throws(RegistryError) {
         try state.withLock { (state) throws(RegistryError) in
             guard let session = state.sessions[sessionID] else { throw .noSuchSession(sessionID) }
+            try Self.checkNotForcedOut(session, resuming)
+            if let resuming, let index = session.connectionIndex(resuming) {
+                try Self.checkCanResume(session.connections[index], tokenID: tokenID)
+                return
+            }
             try checkConnectionRoom(session)
+        }
+    }
+
+    /// A connection a moderator forced out is not taken back (its client, away then, never heard it).
+    private static func checkNotForcedOut(_ session: SessionState, _ resuming: String?) throws(RegistryError) {
+        guard let resuming, session.forcedOut.contains(resuming) else { return }
+        throw .notAllowed("connection \(resuming) was disconnected by a moderator (forceDisconnected)")
+    }
+
+    /// A client may take back only a signalling connection it made, with the same token.
+    private static func checkCanResume(_ connection: ConnectionState, tokenID: String?) throws(RegistryError) {
+        guard connection.outbox != nil, let tokenID, connection.tokenID == tokenID else {
+            throw .notAllowed("connection \(connection.info.connectionId) was not made with this token; only its own client may take it back")
         }
     }
 
@@ -166,23 +204,129 @@ public final class SessionRegistry: Sendable {
         }
     }
 
+    /// A signalling connection as `connect` made or resumed it: its outbox
+    /// to send from, and `first`, a message to send ahead of what is queued
+    /// there (a resumed connection's `connected`, ahead of its backlog).
+    struct Joined {
+        var info: ConnectionInfo
+        var outbox: Outbox?
+        var first: String?
+        /// The client came back to a connection it had (`resuming`).
+        var resumed: Bool
+    }
+
     /// Adds a connection. With an outbox (a signalling connection) it first
     /// gets `connected`; every other connection gets `connectionCreated`.
     func connect(sessionID: String, role: Role, data: String, outbox: Outbox?, tokenID: String? = nil) throws(RegistryError) -> ConnectionInfo {
+        try join(sessionID: sessionID, role: role, data: data, outbox: outbox, tokenID: tokenID).info
+    }
+
+    /// `connect` for a signalling client, which may come back to a connection it had.
+    ///
+    /// `resuming` names a connection the client had: if it is still here and
+    /// was made with the same token, the client takes it back, with its
+    /// streams and subscribers and without an event to the others. Its
+    /// `connected` lists what it had been told when its socket broke, and
+    /// what happened since follows (the backlog). A socket of it still
+    /// open (the client saw the path die first) is closed, and its client
+    /// gets `connected` as things are now, as it does when more happened
+    /// while it was away than its backlog holds. A connection
+    /// gone by now (its grace ran out) gives a new one, as without `resuming`.
+    func join(sessionID: String, role: Role, data: String, outbox: Outbox?, tokenID: String? = nil,
+              resuming: String? = nil) throws(RegistryError) -> Joined {
         let created = now()
-        return try state.withLock { (state) throws(RegistryError) -> ConnectionInfo in
+        return try state.withLock { (state) throws(RegistryError) -> Joined in
             guard var session = state.sessions[sessionID] else { throw .noSuchSession(sessionID) }
+            try Self.checkNotForcedOut(session, resuming)
+            if let resuming, let outbox, let index = session.connectionIndex(resuming) {
+                let connection = session.connections[index]
+                try Self.checkCanResume(connection, tokenID: tokenID)
+                let info = connection.info
+                session.connections[index].away = nil
+                if let away = connection.away, let backlog = connection.outbox, !backlog.overflowed {
+                    state.sessions[sessionID] = session
+                    let connected = Self.connected(info, role: connection.role, session: session.info,
+                                                   connections: away.connections, streams: away.streams)
+                    return Joined(info: info, outbox: backlog, first: connected, resumed: true)
+                }
+                // Still open here (the old socket goes), or away for more than its backlog
+                // holds: the new socket starts from now, and the client finds out what changed.
+                connection.outbox?.close(reason: "resumed")
+                outbox.send(Self.connected(info, role: connection.role, session: session.info,
+                                           connections: session.connections.map(\.info).filter { $0.connectionId != info.connectionId },
+                                           streams: session.streams.map(\.info)))
+                session.connections[index].outbox = outbox
+                state.sessions[sessionID] = session
+                return Joined(info: info, outbox: outbox, first: nil, resumed: true)
+            }
             try checkConnectionRoom(session)
             let info = ConnectionInfo(connectionId: RandomID.make(), data: data, createdAt: created.unixMilliseconds)
-            if let outbox {
-                outbox.send(jsonText(ServerMessage.Connected(
-                    connectionId: info.connectionId, capabilities: role.capabilities, mediaMode: session.info.mediaMode,
-                    connections: session.connections.map(\.info), streams: session.streams.map(\.info), connection: info)))
-            }
+            outbox?.send(Self.connected(info, role: role, session: session.info, connections: session.connections.map(\.info),
+                                        streams: session.streams.map(\.info)))
             session.broadcast(jsonText(ServerMessage.ConnectionCreated(connection: info)))
             session.connections.append(ConnectionState(info: info, role: role, outbox: outbox, tokenID: tokenID))
             state.sessions[sessionID] = session
-            return info
+            return Joined(info: info, outbox: outbox, first: nil, resumed: false)
+        }
+    }
+
+    private static func connected(_ info: ConnectionInfo, role: Role, session: SessionInfo, connections: [ConnectionInfo],
+                                  streams: [StreamInfo]) -> String {
+        jsonText(ServerMessage.Connected(connectionId: info.connectionId, capabilities: role.capabilities,
+                                         mediaMode: session.mediaMode, connections: connections, streams: streams,
+                                         connection: info))
+    }
+
+    /// What became of a signalling connection whose socket ended.
+    enum SocketEnd: Equatable {
+        /// Kept for its client; `expireAway` with this id ends it if the client has not come back.
+        case kept(awayID: Int)
+        /// Disconnected (nil: it was gone already).
+        case ended(MediaRelease?)
+        /// Its client is back on another socket: this one ended nothing.
+        case replaced
+    }
+
+    /// A signalling connection's socket ended. A broken one
+    /// (networkDisconnected, not a client cut off for not reading) is kept
+    /// for `rejoinGrace`, its events queued in a backlog for the client's
+    /// return; any other is disconnected. Nothing happens when `outbox` is
+    /// no longer the connection's (its client came back on another socket).
+    func socketEnded(sessionID: String, connectionID: String, outbox: Outbox, reason: ConnectionEndReason) -> SocketEnd {
+        enum Decision { case keep(Int), end, replaced }
+        let decision = state.withLock { state -> Decision in
+            guard var session = state.sessions[sessionID], let index = session.connectionIndex(connectionID) else { return .end }
+            guard session.connections[index].outbox === outbox else { return .replaced }
+            guard reason == .networkDisconnected, limits.rejoinGrace != nil, !outbox.overflowed else { return .end }
+            state.lastAwayID += 1
+            session.connections[index].away = Away(
+                id: state.lastAwayID, connections: session.connections.map(\.info).filter { $0.connectionId != connectionID },
+                streams: session.streams.map(\.info))
+            session.connections[index].outbox = Outbox()
+            state.sessions[sessionID] = session
+            return .keep(state.lastAwayID)
+        }
+        switch decision {
+        case .keep(let awayID): return .kept(awayID: awayID)
+        case .replaced: return .replaced
+        case .end:
+            // A client that came back in between keeps its connection.
+            return .ended(disconnect(sessionID: sessionID, connectionID: connectionID, reason: reason) { $0.outbox === outbox })
+        }
+    }
+
+    /// Ends a connection still away (`awayID`: its grace ran out) as a
+    /// network disconnect. Nil when its client came back (or it went otherwise).
+    func expireAway(sessionID: String, connectionID: String, awayID: Int) -> MediaRelease? {
+        disconnect(sessionID: sessionID, connectionID: connectionID, reason: .networkDisconnected) { $0.away?.id == awayID }
+    }
+
+    /// Whether the connection's socket broke and its client has not come back yet.
+    func isAway(sessionID: String, connectionID: String) -> Bool {
+        state.withLock { state in
+            state.sessions[sessionID].flatMap { session in
+                session.connectionIndex(connectionID).map { session.connections[$0].away != nil }
+            } ?? false
         }
     }
 
@@ -217,8 +361,16 @@ public final class SessionRegistry: Sendable {
     /// after a forced disconnect changes nothing).
     @discardableResult
     func disconnect(sessionID: String, connectionID: String, reason: ConnectionEndReason) -> MediaRelease? {
+        disconnect(sessionID: sessionID, connectionID: connectionID, reason: reason) { _ in true }
+    }
+
+    /// `disconnect`, when the connection is as `condition` wants it, checked
+    /// under the same lock (a client that came back meanwhile keeps it).
+    private func disconnect(sessionID: String, connectionID: String, reason: ConnectionEndReason,
+                            if condition: (ConnectionState) -> Bool) -> MediaRelease? {
         state.withLock { state -> MediaRelease? in
-            guard var session = state.sessions[sessionID], let index = session.connectionIndex(connectionID) else { return nil }
+            guard var session = state.sessions[sessionID], let index = session.connectionIndex(connectionID),
+                  condition(session.connections[index]) else { return nil }
             let connection = session.connections.remove(at: index)
             var release = MediaRelease()
             for stream in session.streams where stream.info.connectionId == connectionID {
@@ -229,8 +381,14 @@ public final class SessionRegistry: Sendable {
             }
             session.streams.removeAll { $0.info.connectionId == connectionID }
             session.broadcast(jsonText(ServerMessage.ConnectionDestroyed(connectionId: connectionID, reason: reason)))
+            if reason == .forceDisconnected {
+                connection.outbox?.close(reason: reason.rawValue)
+                session.forcedOut.append(connectionID)
+                if session.forcedOut.count > SessionState.forcedOutRemembered { session.forcedOut.removeFirst() }
+            } else {
+                connection.outbox?.finish()
+            }
             state.sessions[sessionID] = session
-            if reason == .forceDisconnected { connection.outbox?.close(reason: reason.rawValue) } else { connection.outbox?.finish() }
             // A relayed session's media never passed through the engine.
             return session.info.mediaMode == .routed ? release : MediaRelease()
         }
@@ -548,18 +706,20 @@ public final class SessionRegistry: Sendable {
     // MARK: Relayed media
 
     /// Sends a subscriber's offer to the connection that publishes the
-    /// stream (`subscribeOffer`). Returns that connection's id, nil when the
-    /// subscriber is no longer waiting or the stream's publisher has no socket.
-    func sendRelayedOffer(sessionID: String, streamID: String, subscriberID: String, sdp: String) -> String? {
-        state.withLock { state -> String? in
+    /// stream (`subscribeOffer`), if the subscriber still waits and the
+    /// publisher's socket is there.
+    func sendRelayedOffer(sessionID: String, streamID: String, subscriberID: String, sdp: String) -> RelayedOffers.Delivery {
+        state.withLock { state -> RelayedOffers.Delivery in
             guard let session = state.sessions[sessionID], session.info.mediaMode == .relayed,
                   let index = session.streamIndex(streamID),
-                  session.streams[index].pendingSubscribers.contains(subscriberID) else { return nil }
+                  session.streams[index].pendingSubscribers.contains(subscriberID) else { return .publisherGone }
             let publisher = session.streams[index].info.connectionId
             guard let connection = session.connectionIndex(publisher),
-                  let outbox = session.connections[connection].outbox else { return nil }
+                  let outbox = session.connections[connection].outbox else { return .publisherGone }
+            // Its socket broke: the offer would wait in its backlog past the subscriber's patience.
+            guard session.connections[connection].away == nil else { return .publisherAway }
             outbox.send(jsonText(ServerMessage.SubscribeOffer(subscriberId: subscriberID, streamId: streamID, sdp: sdp)))
-            return publisher
+            return .sent(to: publisher)
         }
     }
 

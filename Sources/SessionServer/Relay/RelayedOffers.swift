@@ -12,7 +12,16 @@ final class RelayedOffers: Sendable {
         case refused(code: Int, message: String)
         /// The offer could not be sent, or the publisher's connection closed before answering.
         case publisherGone
+        /// The publisher's signalling broke and it has not come back yet (the router keeps its connection).
+        case publisherAway
         case timedOut
+    }
+
+    /// What became of an offer handed to the publisher's connection.
+    enum Delivery: Sendable, Equatable {
+        case sent(to: String)
+        case publisherGone
+        case publisherAway
     }
 
     /// How long a subscriber's WHEP request waits for the publisher.
@@ -28,11 +37,17 @@ final class RelayedOffers: Sendable {
     /// Waits for the outcome of `subscriberID`'s offer. `send` passes the
     /// offer on and returns the publisher's connection id (nil: it could not).
     func awaitAnswer(subscriberID: String, timeout: Duration = RelayedOffers.timeout,
-                     send: @Sendable () -> String?) async -> Outcome {
+                     send: @Sendable () -> Delivery) async -> Outcome {
         await withCheckedContinuation { continuation in
             waiting.withLock { $0[subscriberID] = Waiting(continuation: continuation) }
-            guard let connectionID = send() else {
+            let connectionID: String
+            switch send() {
+            case .sent(let to): connectionID = to
+            case .publisherGone:
                 resolve(subscriberID, .publisherGone)
+                return
+            case .publisherAway:
+                resolve(subscriberID, .publisherAway)
                 return
             }
             waiting.withLock { $0[subscriberID]?.connectionID = connectionID }
@@ -54,12 +69,13 @@ final class RelayedOffers: Sendable {
     /// Whether `subscriberID`'s offer has gone to its publisher and waits (for tests).
     func hasSentOffer(_ subscriberID: String) -> Bool { waiting.withLock { $0[subscriberID]?.connectionID != nil } }
 
-    /// A publisher's connection closed: every offer waiting for it fails now, not at the timeout.
-    func publisherLeft(connectionID: String) {
+    /// A publisher's socket closed: every offer waiting for it fails now, not at the
+    /// timeout, as `outcome` (publisherGone, or publisherAway while the router keeps its connection).
+    func publisherLeft(connectionID: String, as outcome: Outcome = .publisherGone) {
         let ended = waiting.withLock { waiting -> [Waiting] in
             let ids = waiting.filter { $0.value.connectionID == connectionID }.map(\.key)
             return ids.compactMap { waiting.removeValue(forKey: $0) }
         }
-        for entry in ended { entry.continuation.resume(returning: .publisherGone) }
+        for entry in ended { entry.continuation.resume(returning: outcome) }
     }
 }

@@ -6,52 +6,76 @@ import Logging
 /// messages one at a time; the writer sends what the registry queued in
 /// the connection's outbox (events and replies alike, so replies keep
 /// their place among events).
+///
+/// A socket that breaks (no close frame) leaves its connection to the
+/// registry for `rejoinGrace`: the client may come back to it with
+/// `?connectionId=` (`resuming`), streams and all, and this type then
+/// runs the new socket of the same connection.
 struct SignallingConnection: Sendable {
     let services: RouterServices
     let sessionID: String
     let claims: ClientTokenClaims
+    /// The connection the client asks to take back, if any.
+    var resuming: String? = nil
 
     /// Longest a client message is read before it counts as broken: far
     /// above the 64 KiB the router accepts, so a message between the two
     /// gets an `error` and the connection stays.
     static let maxReadBytes = 1 << 20
 
-    func run(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter, logger: Logger) async {
-        let outbox = Outbox()
-        let connection: ConnectionInfo
+    func run(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter, closeFrames: CloseFrameWatcher,
+             logger: Logger) async {
+        let joined: SessionRegistry.Joined
         do {
-            connection = try services.registry.connect(
-                sessionID: sessionID, role: claims.role, data: claims.connectionData, outbox: outbox, tokenID: claims.tokenID)
+            joined = try services.registry.join(
+                sessionID: sessionID, role: claims.role, data: claims.connectionData, outbox: Outbox(), tokenID: claims.tokenID,
+                resuming: resuming)
         } catch {
             // The session filled up (or went) between the upgrade check and now.
             try? await outbound.write(.text(SignallingRefusal(error).messageText))
             try? await outbound.close(.unknown(1013), reason: "try again later")  // 1013: try again later (RFC 6455 registry)
             return
         }
-        let connectionID = connection.connectionId
+        guard let outbox = joined.outbox else { return }
+        let connectionID = joined.info.connectionId
         var connectionLogger = logger
         connectionLogger[metadataKey: "session"] = "\(sessionID)"
         connectionLogger[metadataKey: "connection"] = "\(connectionID)"
         let logger = connectionLogger
-        logger.info("signalling connected", metadata: ["role": "\(claims.role.rawValue)"])
+        if joined.resumed {
+            logger.notice("signalling connection taken back by its client", metadata: ["role": "\(claims.role.rawValue)"])
+        } else {
+            if let resuming { logger.info("signalling connection to take back is gone; a new one", metadata: ["asked": "\(resuming)"]) }
+            logger.info("signalling connected", metadata: ["role": "\(claims.role.rawValue)"])
+        }
 
         let reason = await withTaskGroup(of: Void.self) { group -> ConnectionEndReason in
-            group.addTask { await Self.write(outbox, to: outbound, logger: logger) }
+            group.addTask { await Self.write(joined.first, then: outbox, to: outbound, logger: logger) }
             var reason = ConnectionEndReason.clientDisconnected
             do {
                 for try await message in inbound.messages(maxSize: Self.maxReadBytes) {
                     handle(message, connectionID: connectionID, logger: logger)
                 }
+                // Ended without a close frame: the connection broke (or the router's pings went unanswered).
+                if !closeFrames.clientClosed { reason = .networkDisconnected }
             } catch {
                 logger.debug("signalling read failed", metadata: ["error": "\(error)"])
                 reason = .networkDisconnected
             }
             if outbox.overflowed { reason = .networkDisconnected }
-            // Relayed offers waiting for this connection's answer fail now.
-            services.relayedOffers.publisherLeft(connectionID: connectionID)
-            // A no-op after a forced disconnect: the registry already removed it.
-            let release = services.registry.disconnect(sessionID: sessionID, connectionID: connectionID, reason: reason)
-            services.release(release)
+            switch services.registry.socketEnded(sessionID: sessionID, connectionID: connectionID, outbox: outbox, reason: reason) {
+            case .kept(let awayID):
+                // Relayed offers waiting for this connection's answer fail now; it may come back.
+                services.relayedOffers.publisherLeft(connectionID: connectionID, as: .publisherAway)
+                keep(connectionID: connectionID, awayID: awayID, logger: logger)
+            case .ended(let release):
+                // Relayed offers waiting for this connection's answer fail now. (A no-op
+                // after a forced disconnect: the registry already removed it.)
+                services.relayedOffers.publisherLeft(connectionID: connectionID)
+                services.release(release)
+            case .replaced:
+                break
+            }
             outbox.finish()
             group.cancelAll()
             return reason
@@ -59,11 +83,31 @@ struct SignallingConnection: Sendable {
         logger.info("signalling closed", metadata: ["reason": "\(reason.rawValue)"])
     }
 
-    /// Sends the outbox until it ends: on a forced disconnect with a close
+    /// The connection waits for its client for the grace, then ends if it did not come back.
+    private func keep(connectionID: String, awayID: Int, logger: Logger) {
+        guard let grace = services.registry.limits.rejoinGrace else { return }
+        logger.notice("signalling broke; the connection is kept for its client", metadata: ["grace": "\(grace)"])
+        let services = services, sessionID = sessionID
+        Task {
+            try? await Task.sleep(for: grace)
+            guard let release = services.registry.expireAway(sessionID: sessionID, connectionID: connectionID, awayID: awayID) else {
+                return
+            }
+            logger.notice("signalling client did not come back within the rejoin grace; connection ended",
+                          metadata: ["reason": "networkDisconnected"])
+            services.relayedOffers.publisherLeft(connectionID: connectionID)
+            services.release(release)
+        }
+    }
+
+    /// Sends `first` (a resumed connection's `connected`), then the outbox
+    /// until it ends: on a forced disconnect with a close
     /// frame carrying the reason; when the client stopped reading, with
     /// policy violation.
-    private static func write(_ outbox: Outbox, to outbound: WebSocketOutboundWriter, logger: Logger) async {
+    private static func write(_ first: String?, then outbox: Outbox, to outbound: WebSocketOutboundWriter,
+                              logger: Logger) async {
         do {
+            if let first { try await outbound.write(.text(first)) }
             for await item in outbox.items {
                 switch item {
                 case .text(let text):

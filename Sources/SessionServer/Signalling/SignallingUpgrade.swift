@@ -22,7 +22,8 @@ struct SignallingUpgrade: Sendable {
         switch await decide(head) {
         case .success(let connection):
             return .upgrade([:]) { inbound, outbound, context in
-                await connection.run(inbound: inbound, outbound: outbound, logger: context.logger)
+                let closeFrames = await CloseFrameWatcher.install(on: channel)
+                await connection.run(inbound: inbound, outbound: outbound, closeFrames: closeFrames, logger: context.logger)
             }
         case .failure(let refusal):
             // The path without its query: a token there must not reach the log.
@@ -53,12 +54,14 @@ struct SignallingUpgrade: Sendable {
         guard case .client(let claims) = caller else {
             return .failure(APIError(403, "connecting needs a client token (a project token has no role)"))
         }
+        // `?connectionId=`: the client comes back to a connection it had (its socket broke).
+        let resuming = query.flatMap { queryValue("connectionId", in: $0) }.flatMap { $0.isEmpty ? nil : $0 }
         do {
-            try services.registry.checkCanConnect(sessionID: sessionID)
+            try services.registry.checkCanConnect(sessionID: sessionID, resuming: resuming, tokenID: claims.tokenID)
         } catch {
             return .failure(APIError(error))
         }
-        return .success(SignallingConnection(services: services, sessionID: sessionID, claims: claims))
+        return .success(SignallingConnection(services: services, sessionID: sessionID, claims: claims, resuming: resuming))
     }
 
     /// Writes the refusal as an HTTP/1.1 response (Connection: close); nothing
