@@ -116,9 +116,11 @@ def test_a_page_a_moderator_disconnects_stays_out(net, workdir):
         page = f"{router.base}/?session={session}&token={router.token(session, 'subscriber', '--data', 'kiosk page')}"
         # Frames: none (nothing is published); the hold watches the page's message line for
         # 15 s from the page's joining, which the force disconnect follows at once: well past
-        # the page's 2 s retry. It does not end early.
+        # the page's 2 s retry. It does not end early. The page is "connected" for only a few
+        # ms before it is forced out, which the state poll (every 0.2 s) mostly misses: it
+        # waits 5 s for it, not 40.
         browser = net.start([PY, os.path.join(HERE, "viewer_chromium.py"), page, "--out", os.path.join(workdir, "chromium"),
-                             "--timeout", "40", "--settle", "0", "--frames", "0", "--hold", "15",
+                             "--timeout", "5", "--settle", "0", "--frames", "0", "--hold", "15",
                              "--state-selector", "#state", "--watch-text", "#message"], "chromium", workdir)
         joined = watcher.wait_for("connectionCreated", lambda m: m["connection"]["data"] == "kiosk page", timeout=60)
         page_connection = joined["connection"]["connectionId"]
