@@ -19,9 +19,12 @@ public protocol SessionDelegate: AnyObject, Sendable {
 /// router every few seconds, so a dead path is found even when no socket
 /// error comes. With a `rejoinWindow`, a WebSocket that drops (not a forced
 /// disconnect) is opened again within that time: `reconnecting`, then
-/// `reconnected` under a new connection id; this client's streams are
-/// published again (the router ended them with the old connection) and its
-/// subscribers say their settings again (their media goes on meanwhile).
+/// `reconnected`. The client asks for its own connection back: within the
+/// router's rejoin grace it gets it, streams and all, and hears what it
+/// missed. Later it gets a new connection id, and this client's streams are
+/// published again (the router ended the old ones with the old connection).
+/// Either way its subscribers say their settings again (their media goes on
+/// meanwhile).
 public final class Session: Sendable {
     /// `http(s)://HOST:PORT/v2/sessions/SID`.
     public let sessionURL: String
@@ -113,9 +116,11 @@ public final class Session: Sendable {
         let connections: [SessionConnection]
     }
 
-    private func openSignalling() throws(SessionError) -> Joined {
+    /// - Parameter resuming: this client's connection to ask back (a rejoin).
+    private func openSignalling(resuming: String? = nil) throws(SessionError) -> Joined {
         var connectURL = sessionURL + "/connect"
         if connectURL.hasPrefix("http") { connectURL = "ws" + connectURL.dropFirst(4) }
+        if let resuming { connectURL += "?connectionId=\(resuming)" }
         let socket: WebSocketConnection
         do {
             socket = try WebSocketConnection.connect(url: connectURL, headers: [("Authorization", "Bearer \(token)")],
@@ -362,11 +367,14 @@ public final class Session: Sendable {
                 end(reason)
                 return
             case .lost(let reason):
-                socket.close()
                 guard rejoinWindow > 0 else {
+                    socket.close()
                     end(reason)
                     return
                 }
+                // No close frame: a router that still hears this socket would take it
+                // for the client leaving, and end the connection the rejoin asks back.
+                socket.abandon()
                 switch rejoin(after: reason, stop) {
                 case .rejoined(let next): socket = next
                 case .stopped: end(SessionEvent.ownDisconnectReason)
@@ -451,15 +459,20 @@ public final class Session: Sendable {
         let deadline = MonotonicTimestamp.now().seconds + rejoinWindow
         var delay = 0.5
         var lastError = "no attempt"
+        let previous = state.withLock { $0.connectionId }
         while !stop.isStopRequested {
             do {
-                let joined = try openSignalling()
+                let joined = try openSignalling(resuming: previous)
+                let kept = joined.connectionId == previous
+                let missed = kept ? missedEvents(joined) : []
                 adopt(joined)
                 // `disconnect` came while joining: its reader ends with the new socket.
                 if stop.isStopRequested { return .rejoined(joined.socket) }
-                logger.notice("session joined again as connection \(joined.connectionId)")
-                deliver(.reconnected(connectionId: joined.connectionId, streams: joined.streams))
-                publishAgain(connectionId: joined.connectionId)
+                logger.notice("session joined again as connection \(joined.connectionId)\(kept ? ", kept by the router with its streams" : "")")
+                deliver(.reconnected(connectionId: joined.connectionId, streams: joined.streams, sameConnection: kept))
+                for event in missed { deliver(event) }
+                // A kept connection's streams went on; a new one's are published again.
+                if !kept { publishAgain(connectionId: joined.connectionId) }
                 // Subscribers' media never went through the signalling; their settings are the new connection's to say.
                 for subscriber in subscribers.withLock({ $0.compactMap(\.subscriber) }) { subscriber.repeatSettings() }
                 return .rejoined(joined.socket)
@@ -480,6 +493,31 @@ public final class Session: Sendable {
         }
         if stop.isStopRequested { return .stopped }
         return .gaveUp("could not join again within \(Int(rejoinWindow)) s: \(lastError)")
+    }
+
+    /// What a kept connection's `connected` says that this client had not
+    /// heard (its last messages before the socket broke may have been lost
+    /// on the way): streams and connections that came or went, as events.
+    /// One gone this way has no reason to give but that (`missedReason`).
+    private func missedEvents(_ joined: Joined) -> [SessionEvent] {
+        let (streams, connections) = state.withLock { ($0.streams, $0.connections) }
+        let streamIDs = Set(joined.streams.map(\.streamId)), knownStreamIDs = Set(streams.map(\.streamId))
+        let connectionIDs = Set(joined.connections.map(\.connectionId))
+        let knownConnectionIDs = Set(connections.map(\.connectionId))
+        var events: [SessionEvent] = []
+        for stream in streams where !streamIDs.contains(stream.streamId) {
+            events.append(.streamDestroyed(streamId: stream.streamId, reason: SessionEvent.missedReason))
+        }
+        for connection in connections where !connectionIDs.contains(connection.connectionId) {
+            events.append(.connectionDestroyed(connectionId: connection.connectionId, reason: SessionEvent.missedReason))
+        }
+        for connection in joined.connections where !knownConnectionIDs.contains(connection.connectionId) {
+            events.append(.connectionCreated(connection))
+        }
+        for stream in joined.streams where !knownStreamIDs.contains(stream.streamId) {
+            events.append(.streamCreated(stream))
+        }
+        return events
     }
 
     /// Audio fallback's steps and the publisher's video off and on, to the

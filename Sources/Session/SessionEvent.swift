@@ -36,10 +36,13 @@ public enum SessionEvent: Sendable, Equatable {
     /// rejoin window, is joining again (OpenTok's sessionDidBeginReconnecting).
     /// Meanwhile nothing can be sent.
     case reconnecting(reason: String)
-    /// Joined again, as a new connection, with the session's streams now
-    /// (OpenTok's sessionDidReconnect). This client's streams are published
-    /// again under new ids: the router ended the old ones with the old connection.
-    case reconnected(connectionId: String, streams: [SessionStream])
+    /// Joined again (OpenTok's sessionDidReconnect), with the session's streams.
+    /// `sameConnection`: the router had kept this client's connection (its
+    /// rejoin grace), so its streams went on under their ids; what changed
+    /// meanwhile follows as the usual events. Otherwise a new connection:
+    /// this client's streams are published again under new ids (the router
+    /// ended the old ones with the old connection).
+    case reconnected(connectionId: String, streams: [SessionStream], sameConnection: Bool)
     /// The WebSocket ended (the router closed it, the network went and no
     /// rejoin came in time, or `disconnect`: then the reason is
     /// `SessionEvent.ownDisconnectReason`).
@@ -47,6 +50,11 @@ public enum SessionEvent: Sendable, Equatable {
 
     /// The reason `disconnected` gives when this client called `disconnect`.
     public static let ownDisconnectReason = "disconnected"
+
+    /// The reason of a `streamDestroyed` or `connectionDestroyed` this client
+    /// made itself on a rejoin, for one whose own event was lost while the
+    /// signalling was down.
+    public static let missedReason = "endedWhileReconnecting"
 }
 
 /// How a session's media travels: through the router, or between the clients

@@ -147,6 +147,17 @@ public final class WebSocketConnection: Sendable {
         }
     }
 
+    /// Closes the socket without a close frame: for a connection taken for
+    /// dead, whose peer should see it broken rather than closed on purpose
+    /// (the router then keeps the session connection for a rejoin).
+    public func abandon() {
+        stream.withLock { s in
+            guard !s.closed else { return }
+            s.closed = true
+            s.bytes.close()
+        }
+    }
+
     // MARK: Frames
 
     /// Takes one whole message from the buffer (answering pings, joining

@@ -38,7 +38,9 @@ final class JoinedSession: SessionDelegate {
         switch event {
         case .reconnecting(let reason):
             say("session:   signalling lost (\(reason)); joining again for up to \(Int(session.rejoinWindow)) s")
-        case .reconnected(let connectionId, _):
+        case .reconnected(let connectionId, _, true):
+            say("session:   joined again as connection \(connectionId), kept by the router with its streams")
+        case .reconnected(let connectionId, _, false):
             say("session:   joined again as connection \(connectionId); publishing again")
         default:
             break

@@ -469,8 +469,9 @@ final class SubscriberPrinter: Sendable {
         switch event {
         case .reconnecting(let reason):
             say(EventLine(event: "signalling", state: "reconnecting", reason: reason), "session:   signalling lost (\(reason)); joining again")
-        case .reconnected(let connectionId, _):
-            say(EventLine(event: "signalling", state: "reconnected", reason: connectionId), "session:   joined again as connection \(connectionId)")
+        case .reconnected(let connectionId, _, let kept):
+            say(EventLine(event: "signalling", state: "reconnected", reason: connectionId),
+                "session:   joined again as connection \(connectionId)\(kept ? " (kept by the router)" : "")")
         case .disconnected(let reason) where reason != SessionEvent.ownDisconnectReason:
             say(EventLine(event: "signalling", state: "disconnected", reason: reason), "session:   signalling ended (\(reason))")
         default:

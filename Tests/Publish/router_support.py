@@ -288,6 +288,9 @@ class CuttableLink:
         self.target_port = target_port
         self.accepted = 0
         self.cut_connections = 0
+        # Until when (time.monotonic()) new connections are reset as they come: a longer outage.
+        self.refusing_until = 0.0
+        self.refused = 0
         self.error = None
         self._stop = threading.Event()
         self._cut_asked = threading.Event()
@@ -329,6 +332,11 @@ class CuttableLink:
                 for key, _ in selector.select(0.1):
                     if key.data is None:
                         client, _ = server.accept()
+                        if time.monotonic() < self.refusing_until:
+                            client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                            client.close()
+                            self.refused += 1
+                            continue
                         upstream = socket.create_connection((self.net.addr, self.target_port), timeout=WAIT)
                         upstream.settimeout(None)
                         peers[client], peers[upstream] = upstream, client
@@ -357,8 +365,10 @@ class CuttableLink:
                 drop(sock)
             server.close()
 
-    def cut(self):
-        """Resets every connection open through the relay; returns how many there were."""
+    def cut(self, outage=0.0):
+        """Resets every connection open through the relay, and for `outage` seconds every new
+        one as it comes; returns how many were open."""
+        self.refusing_until = time.monotonic() + outage
         before = self.cut_connections
         self._cut_done.clear()
         self._cut_asked.set()

@@ -1,15 +1,18 @@
 """`camagent publish --session` when its signalling drops.
 
 A TCP relay (router_support.CuttableLink) sits between camagent and the router; the test
-resets every connection through it, as a network drop would. The router then ends the
-publisher's connection and its stream (networkDisconnected). camagent joins the session
-again under a new connection and publishes again: a new stream, which an aiortc subscriber
-decodes, and publish then stops cleanly (SIGTERM) with exit 0. In a routed session the
-publisher makes a new WHIP exchange; in a relayed one it announces the stream again and
-answers the subscriber's offer, passed on over the new WebSocket. Without --whip-reconnect the same drop
-ends publish with 83. A `camagent subscribe --captions` through the relay joins again too,
-and the captions of the sentences spoken after the cut still reach it. Everything runs in
-the test's own network namespace; every wait has a timeout; nothing asserts on time.
+resets every connection through it, as a network drop would. The router keeps the
+publisher's connection for its rejoin grace (--rejoin-grace): camagent comes back to it
+(?connectionId=) and its stream goes on under the same id, with no event to the others; an
+aiortc subscriber of that stream decodes it after the drop. When the relay stays down past
+the grace, the router ends the connection and its stream (networkDisconnected), and camagent
+joins under a new connection and publishes again: a new stream, which the subscriber
+decodes. In a routed session the publisher then makes a new WHIP exchange; in a relayed one
+it announces the stream again and answers the subscriber's offer, passed on over the new
+WebSocket. Without --whip-reconnect the same drop ends publish with 83. A `camagent subscribe
+--captions` through the relay joins again too, and the captions of the sentences spoken
+after the cut still reach it. Everything runs in the test's own network namespace; every
+wait has a timeout; nothing asserts on time.
 """
 import os
 import time
@@ -45,21 +48,71 @@ def wait_until_published(proc, timeout=60):
     raise AssertionError(f"publish did not say its stream was published within {timeout} s:\n{output(proc)[-3000:]}")
 
 
+def wait_for_text(proc, text, timeout=60):
+    """Waits until publish has said `text` on stderr."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if text in open(proc.log_path).read():
+            return
+        assert proc.poll() is None, output(proc)[-3000:]
+        time.sleep(0.2)
+    raise AssertionError(f"publish did not say {text!r} within {timeout} s:\n{output(proc)[-3000:]}")
+
+
 @pytest.mark.parametrize("mode", ["routed", "relayed"])
-def test_publish_joins_its_session_again_when_the_signalling_drops(net, workdir, mode):
-    router = Router(net, workdir)
+def test_publish_comes_back_to_its_connection_and_its_stream_goes_on(net, workdir, mode):
+    # A grace shorter than the subscriber's watch: a connection wrongly left away would end meanwhile.
+    router = Router(net, workdir, "--rejoin-grace", "3")
     session = router.create_session(*(["--relayed"] if mode == "relayed" else []))
     link = CuttableLink(net, ROUTER_PORT, RELAY_PORT)
     watcher = SessionWatcher(net, router.session_url(session), router.token(session, "subscriber"))
     try:
         watcher.wait_for("connected")
         through_link = f"http://{net.addr}:{RELAY_PORT}/v2/sessions/{session}"
-        # Stopped (SIGTERM) once the new stream is checked: the duration is only a bound.
+        # Stopped (SIGTERM) once the stream is checked: the duration is only a bound.
         publisher = start_camagent_publisher(net, workdir, through_link, router.token(session, "publisher"), duration=90)
         first = watcher.wait_for("streamCreated", timeout=60)["stream"]
         wait_until_published(publisher)
 
         assert link.cut() >= 1, "nothing was open through the relay"
+        wait_for_text(publisher, f"joined again as connection {first['connectionId']}, kept by the router with its streams")
+
+        # The same stream, after the drop: relayed, its offer reaches publish over the new socket.
+        subscriber = start_subscriber(net, workdir, f"{router.session_url(session)}/streams/{first['streamId']}/subscribe",
+                                      router.token(session, "subscriber"), "after-drop")
+        summary = subscriber_result(subscriber, router)
+        check_video(summary["video"][0], duration=WATCH - 2, fps=15, codec="VP8")
+
+        # Nobody heard of the drop: no stream or connection came or went.
+        assert [m["type"] for m in watcher.messages if m["type"] in ("streamCreated", "streamDestroyed", "connectionDestroyed")] \
+            == ["streamCreated"], watcher.messages
+        assert [s["streamId"] for s in router.streams(session)] == [first["streamId"]], router.log()
+        assert publisher.poll() is None, output(publisher)
+        code = net.stop(publisher, timeout=30)
+        text = output(publisher)
+        assert code == 0, (code, text[-3000:])
+        assert "joining again" in text and "publishing again" not in text, text[-3000:]
+        assert router.streams(session) == [], router.log()
+    finally:
+        watcher.close()
+        link.close()
+
+
+@pytest.mark.parametrize("mode", ["routed", "relayed"])
+def test_past_the_rejoin_grace_publish_joins_anew_and_publishes_again(net, workdir, mode):
+    router = Router(net, workdir, "--rejoin-grace", "2")
+    session = router.create_session(*(["--relayed"] if mode == "relayed" else []))
+    link = CuttableLink(net, ROUTER_PORT, RELAY_PORT)
+    watcher = SessionWatcher(net, router.session_url(session), router.token(session, "subscriber"))
+    try:
+        watcher.wait_for("connected")
+        through_link = f"http://{net.addr}:{RELAY_PORT}/v2/sessions/{session}"
+        publisher = start_camagent_publisher(net, workdir, through_link, router.token(session, "publisher"), duration=90)
+        first = watcher.wait_for("streamCreated", timeout=60)["stream"]
+        wait_until_published(publisher)
+
+        # Down for longer than the grace: publish's attempts to join again are reset meanwhile.
+        assert link.cut(outage=6) >= 1, "nothing was open through the relay"
         gone = watcher.wait_for("connectionDestroyed", lambda m: m["connectionId"] == first["connectionId"])
         assert gone["reason"] == "networkDisconnected", gone
         ended = watcher.wait_for("streamDestroyed", lambda m: m["streamId"] == first["streamId"])
@@ -75,6 +128,7 @@ def test_publish_joins_its_session_again_when_the_signalling_drops(net, workdir,
         assert again["connectionId"] != first["connectionId"], (first, again)
         assert (again["hasVideo"], again["hasAudio"]) == (True, True), again
         assert publisher.poll() is None, output(publisher)
+        assert link.refused >= 1, "publish did not try to join again during the outage"
 
         subscriber = start_subscriber(net, workdir, f"{router.session_url(session)}/streams/{again['streamId']}/subscribe",
                                       router.token(session, "subscriber"), "after-rejoin")
@@ -84,7 +138,8 @@ def test_publish_joins_its_session_again_when_the_signalling_drops(net, workdir,
         code = net.stop(publisher, timeout=30)
         text = output(publisher)
         assert code == 0, (code, text[-3000:])
-        assert "joining again" in text and "joined again as connection" in text, text[-3000:]
+        assert "joining again" in text and f"joined again as connection {again['connectionId']}; publishing again" in text, \
+            text[-3000:]
         assert router.streams(session) == [], router.log()
     finally:
         watcher.close()
