@@ -13,7 +13,7 @@ import numpy as np
 
 from pattern import decode_counter, read_y4m
 from publish_support import BIN, PY, HERE, json_lines, track_brief
-from router_support import Router, SessionWatcher, http
+from router_support import ROUTER_PORT, CuttableLink, Router, SessionWatcher, http
 from test_router_media import start_camagent_publisher, start_subscriber, subscriber_result
 from viewer_checks import chromium_or_fail
 
@@ -140,3 +140,40 @@ def test_a_page_a_moderator_disconnects_stays_out(net, workdir):
         assert rejoined == [], rejoined
     finally:
         watcher.close()
+
+
+def test_a_page_whose_socket_broke_comes_back_to_its_connection_and_its_camera_stream(net, workdir):
+    """The page reaches the router through a TCP relay, publishes its fake camera, and the relay
+    resets its connections (a network drop). The page joins again 2 s later asking for its
+    connection back (?connectionId=), within the router's grace: the same connection and the
+    same camera stream go on, and nobody in the session hears of the drop."""
+    chromium_or_fail()
+    router = Router(net, workdir, "--rejoin-grace", "5")
+    session = router.create_session()
+    link = CuttableLink(net, ROUTER_PORT, ROUTER_PORT + 1)
+    watcher = SessionWatcher(net, router.session_url(session), router.token(session, "subscriber"))
+    try:
+        watcher.wait_for("connected")
+        through_link = f"http://{net.addr}:{ROUTER_PORT + 1}"
+        page = f"{through_link}/?session={session}&token={router.token(session, 'moderator', '--data', 'operator')}&publish=1"
+        # The hold (15 s from joining) outlasts the cut, the page's 2 s retry and the 5 s grace.
+        browser = net.start([PY, os.path.join(HERE, "viewer_chromium.py"), page, "--out", os.path.join(workdir, "chromium"),
+                             "--timeout", "40", "--settle", "0", "--frames", "0", "--fake-media", "--treat-as-secure",
+                             through_link, "--hold", "15", "--state-selector", "#state"], "chromium", workdir)
+        created = watcher.wait_for("streamCreated", timeout=60)["stream"]
+        assert link.cut() >= 1, "nothing was open through the relay"
+
+        browser.wait(timeout=120)
+        assert browser.returncode == 0, open(browser.log_path).read()[-3000:]
+        report = json.loads(browser.stdout.read().strip().splitlines()[-1])
+        brief = json.dumps({k: report.get(k) for k in ("states", "message", "session", "console")})[-3000:]
+        assert report["session"]["connectionId"] == created["connectionId"], brief
+        assert "taken back by its client" in router.log(), router.log()[-3000:]
+        # The stream went on: the session heard it end only when Chromium closed the page.
+        ends = [(m["type"], m.get("streamId") or m.get("connectionId"), m.get("reason")) for m in watcher.messages
+                if m["type"] in ("streamCreated", "streamDestroyed", "connectionDestroyed")]
+        assert ends == [("streamCreated", None, None), ("streamDestroyed", created["streamId"], "clientDisconnected"),
+                        ("connectionDestroyed", created["connectionId"], "clientDisconnected")], watcher.messages
+    finally:
+        watcher.close()
+        link.close()

@@ -378,6 +378,9 @@ let sessionPageHTML = #"""
     const url = new URL("connect", base);
     url.protocol = location.protocol === "https:" ? "wss:" : "ws:";
     url.searchParams.set("token", token);
+    // Joining again: this page's connection asked back (the router keeps it a few
+    // seconds after the socket broke, with the camera's stream).
+    if (connectionId) url.searchParams.set("connectionId", connectionId);
     socket = new WebSocket(url.href);
     socket.addEventListener("message", (event) => {
       let m;
@@ -385,6 +388,8 @@ let sessionPageHTML = #"""
       switch (m.type) {
         case "connected":
           retryDelay = 2000;
+          // A new connection, not this page's old one: a stream it published went with the old.
+          if (connectionId && m.connectionId !== connectionId && publishing) stopPublishing(false);
           connectionId = m.connectionId;
           capabilities = m.capabilities || {};
           mediaMode = m.mediaMode || "routed";
