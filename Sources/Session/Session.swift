@@ -58,6 +58,8 @@ public final class Session: Sendable {
         var streams: [SessionStream] = []
         var connection: SessionConnection?
         var connections: [SessionConnection] = []
+        /// What the router asks, with the connection id, to take this connection back after a drop.
+        var rejoinKey: String?
         weak var delegate: (any SessionDelegate)?
         var ended = false
     }
@@ -114,13 +116,17 @@ public final class Session: Sendable {
         let streams: [SessionStream]
         let connection: SessionConnection?
         let connections: [SessionConnection]
+        let rejoinKey: String?
     }
 
-    /// - Parameter resuming: this client's connection to ask back (a rejoin).
-    private func openSignalling(resuming: String? = nil) throws(SessionError) -> Joined {
+    /// - Parameter resuming: this client's connection to ask back (a rejoin), and its key.
+    private func openSignalling(resuming: (connectionId: String, rejoinKey: String)? = nil) throws(SessionError) -> Joined {
         var connectURL = sessionURL + "/connect"
         if connectURL.hasPrefix("http") { connectURL = "ws" + connectURL.dropFirst(4) }
-        if let resuming { connectURL += "?connectionId=\(resuming)" }
+        if let resuming {
+            let key = resuming.rejoinKey.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
+            connectURL += "?connectionId=\(resuming.connectionId)&rejoinKey=\(key)"
+        }
         let socket: WebSocketConnection
         do {
             socket = try WebSocketConnection.connect(url: connectURL, headers: [("Authorization", "Bearer \(token)")],
@@ -144,6 +150,8 @@ public final class Session: Sendable {
             guard let message else { continue }
             guard case .text(let text) = message else {
                 socket.close()
+                // The connection asked back was forced out by a moderator while this client was away.
+                if case .closed(_, "forceDisconnected") = message { throw .forceDisconnected }
                 throw .protocolError("the WebSocket closed before `connected`")
             }
             // Decoded once: the event, and the fields beyond it (mode, connections).
@@ -154,7 +162,7 @@ public final class Session: Sendable {
             }
             return Joined(socket: socket, connectionId: id, capabilities: capabilities,
                           mediaMode: fields.mediaMode.flatMap(SessionMediaMode.init(rawValue:)) ?? .routed, streams: streams,
-                          connection: fields.connection, connections: fields.connections ?? [])
+                          connection: fields.connection, connections: fields.connections ?? [], rejoinKey: fields.rejoinKey)
         }
     }
 
@@ -167,6 +175,7 @@ public final class Session: Sendable {
             s.streams = joined.streams
             s.connection = joined.connection
             s.connections = joined.connections
+            s.rejoinKey = joined.rejoinKey
         }
     }
 
@@ -459,17 +468,18 @@ public final class Session: Sendable {
         let deadline = MonotonicTimestamp.now().seconds + rejoinWindow
         var delay = 0.5
         var lastError = "no attempt"
-        let previous = state.withLock { $0.connectionId }
+        let (previous, key, known) = state.withLock { ($0.connectionId, $0.rejoinKey, $0.streams) }
         while !stop.isStopRequested {
             do {
-                let joined = try openSignalling(resuming: previous)
+                let joined = try openSignalling(resuming: previous.flatMap { id in key.map { (id, $0) } })
                 let kept = joined.connectionId == previous
                 let missed = kept ? missedEvents(joined) : []
                 adopt(joined)
                 // `disconnect` came while joining: its reader ends with the new socket.
                 if stop.isStopRequested { return .rejoined(joined.socket) }
                 logger.notice("session joined again as connection \(joined.connectionId)\(kept ? ", kept by the router with its streams" : "")")
-                deliver(.reconnected(connectionId: joined.connectionId, streams: joined.streams, sameConnection: kept))
+                // Kept: the streams this client knew, which the events after bring up to date.
+                deliver(.reconnected(connectionId: joined.connectionId, streams: kept ? known : joined.streams, sameConnection: kept))
                 for event in missed { deliver(event) }
                 // A kept connection's streams went on; a new one's are published again.
                 if !kept { publishAgain(connectionId: joined.connectionId) }
@@ -484,6 +494,7 @@ public final class Session: Sendable {
                     default: break
                     }
                 }
+                if case .forceDisconnected = error { return .gaveUp("forceDisconnected: a moderator disconnected this client") }
                 logger.notice("joining the session again failed: \(lastError)")
             }
             let left = deadline - MonotonicTimestamp.now().seconds
@@ -497,8 +508,9 @@ public final class Session: Sendable {
 
     /// What a kept connection's `connected` says that this client had not
     /// heard (its last messages before the socket broke may have been lost
-    /// on the way): streams and connections that came or went, as events.
-    /// One gone this way has no reason to give but that (`missedReason`).
+    /// on the way): streams and connections that came or went, and stream
+    /// properties that changed, as events. One gone this way has no reason
+    /// to give but that (`missedReason`). Signals lost that way stay lost.
     private func missedEvents(_ joined: Joined) -> [SessionEvent] {
         let (streams, connections) = state.withLock { ($0.streams, $0.connections) }
         let streamIDs = Set(joined.streams.map(\.streamId)), knownStreamIDs = Set(streams.map(\.streamId))
@@ -516,6 +528,20 @@ public final class Session: Sendable {
         }
         for stream in joined.streams where !knownStreamIDs.contains(stream.streamId) {
             events.append(.streamCreated(stream))
+        }
+        // Properties of the streams it knew that changed (hasAudio, hasVideo, hasCaptions, videoDimensions).
+        for now in joined.streams {
+            guard let before = streams.first(where: { $0.streamId == now.streamId }) else { continue }
+            for (property, old, new) in [("hasAudio", before.hasAudio, now.hasAudio), ("hasVideo", before.hasVideo, now.hasVideo),
+                                         ("hasCaptions", before.hasCaptions, now.hasCaptions)] where old != new {
+                events.append(.streamPropertyChanged(streamId: now.streamId, property: property, oldValue: "\(old)", newValue: "\(new)"))
+            }
+            if (before.width, before.height) != (now.width, now.height) {
+                events.append(.streamPropertyChanged(
+                    streamId: now.streamId, property: "videoDimensions",
+                    oldValue: #"{"height":\#(before.height),"width":\#(before.width)}"#,
+                    newValue: #"{"height":\#(now.height),"width":\#(now.width)}"#))
+            }
         }
         return events
     }
@@ -572,6 +598,7 @@ public final class Session: Sendable {
         var streams: [SessionStream]?
         var connections: [SessionConnection]?
         var connection: SessionConnection?
+        var rejoinKey: String?
         var stream: SessionStream?
         var streamId: String?
         var reason: String?

@@ -36,10 +36,11 @@ public enum SessionEvent: Sendable, Equatable {
     /// rejoin window, is joining again (OpenTok's sessionDidBeginReconnecting).
     /// Meanwhile nothing can be sent.
     case reconnecting(reason: String)
-    /// Joined again (OpenTok's sessionDidReconnect), with the session's streams.
-    /// `sameConnection`: the router had kept this client's connection (its
-    /// rejoin grace), so its streams went on under their ids; what changed
-    /// meanwhile follows as the usual events. Otherwise a new connection:
+    /// Joined again (OpenTok's sessionDidReconnect). `sameConnection`: the
+    /// router had kept this client's connection (its rejoin grace), so its
+    /// streams went on under their ids; `streams` are the ones this client
+    /// knew, and what changed meanwhile follows as the usual events.
+    /// Otherwise, with the session's streams now, a new connection:
     /// this client's streams are published again under new ids (the router
     /// ended the old ones with the old connection).
     case reconnected(connectionId: String, streams: [SessionStream], sameConnection: Bool)
@@ -73,6 +74,8 @@ public enum SessionError: Error, Sendable, CustomStringConvertible {
     case timedOut(seconds: Double)
     /// The session is not connected (never, or any more).
     case notConnected
+    /// A moderator disconnected this client (found on joining again: it was away when it happened).
+    case forceDisconnected
     /// The router's REST API said no: its status and message.
     case refused(status: Int, message: String)
     /// The publisher could not start: its devices, or its media to the router.
@@ -86,6 +89,7 @@ public enum SessionError: Error, Sendable, CustomStringConvertible {
         case .protocolError(let why): "the router's signalling: \(why)"
         case .timedOut(let s): "the router did not confirm the session within \(Int(s)) s"
         case .notConnected: "the session is not connected"
+        case .forceDisconnected: "a moderator disconnected this client (forceDisconnected)"
         case .refused(let status, let message): "the router refused (\(status)): \(message)"
         case .publisher(let e): e.description
         case .unusablePublisher(let why): why

@@ -377,7 +377,7 @@ extension ExitCodes {
         switch error {
         case .signalling(let e): code(for: SubscriberError.signalling(e))
         case .protocolError, .timedOut: serverRefused
-        case .notConnected: connectionFailed
+        case .notConnected, .forceDisconnected: connectionFailed
         case .refused(let status, _): status == 401 || status == 403 ? unauthorized : status == 404 ? noSuchStream : serverRefused
         case .publisher(let e): code(for: e)
         case .unusablePublisher: usage

@@ -119,7 +119,8 @@ def test_a_newcomer_is_announced_and_signals_reach_everyone_or_one(net, workdir)
         assert isinstance(created["connection"]["createdAt"], int)
 
         c = await websockets.connect(router.connect_url(session, carol), open_timeout=WAIT)
-        c_id = (await receive_type(c, "connected"))["connectionId"]
+        c_connected = await receive_type(c, "connected")
+        c_id, c_key = c_connected["connectionId"], c_connected["rejoinKey"]
         for ws in (a, b):
             assert (await receive_type(ws, "connectionCreated"))["connection"]["connectionId"] == c_id
 
@@ -150,8 +151,9 @@ def test_a_newcomer_is_announced_and_signals_reach_everyone_or_one(net, workdir)
 def test_a_client_whose_socket_broke_comes_back_to_its_connection(net, workdir):
     """A socket that ends without a close frame (the client's process or network went) leaves
     its connection to the router for --rejoin-grace: the client comes back to it with
-    ?connectionId= and the same token, gets `connected` under the same id, then the messages
-    it missed; the others hear nothing of it. Another token cannot take it back (403). A client
+    ?connectionId= and the rejoinKey its `connected` gave it, and the same token, gets
+    `connected` under the same id, then the messages it missed; the others hear nothing of it.
+    Another token, or no key, cannot take it back (403); only its owner is told the key. A client
     that does not come back is ended as networkDisconnected once the grace runs out; one that
     closes its socket leaves at once (clientDisconnected)."""
     router = Router(net, workdir, "--rejoin-grace", "3")
@@ -169,14 +171,18 @@ def test_a_client_whose_socket_broke_comes_back_to_its_connection(net, workdir):
         a = await websockets.connect(router.connect_url(session, alice), open_timeout=WAIT)
         a_id = (await receive_type(a, "connected"))["connectionId"]
         b = await websockets.connect(router.connect_url(session, bob), open_timeout=WAIT)
-        b_id = (await receive_type(b, "connected"))["connectionId"]
-        assert (await receive_type(a, "connectionCreated"))["connection"]["connectionId"] == b_id
+        b_connected = await receive_type(b, "connected")
+        b_id, b_key = b_connected["connectionId"], b_connected["rejoinKey"]
+        created = await receive_type(a, "connectionCreated")
+        assert created["connection"]["connectionId"] == b_id and "rejoinKey" not in json.dumps(created), created
 
         await broken(b)
         # While bob is away, alice signals everyone: the router keeps it for him.
         await a.send(json.dumps({"type": "signal", "data": "while you were out"}))
-        assert await refused_status(f"{router.connect_url(session, carol)}&connectionId={b_id}") == 403
-        back = await websockets.connect(f"{router.connect_url(session, bob)}&connectionId={b_id}", open_timeout=WAIT)
+        assert await refused_status(f"{router.connect_url(session, carol)}&connectionId={b_id}&rejoinKey={b_key}") == 403
+        assert await refused_status(f"{router.connect_url(session, bob)}&connectionId={b_id}") == 403
+        back = await websockets.connect(f"{router.connect_url(session, bob)}&connectionId={b_id}&rejoinKey={b_key}",
+                                        open_timeout=WAIT)
         again = await receive_type(back, "connected")
         assert again["connectionId"] == b_id and again["connection"]["data"] == "name=bob", again
         assert [c["connectionId"] for c in again["connections"]] == [a_id], again
@@ -191,7 +197,8 @@ def test_a_client_whose_socket_broke_comes_back_to_its_connection(net, workdir):
 
         # Carol breaks off and does not come back: after the grace, networkDisconnected.
         c = await websockets.connect(router.connect_url(session, carol), open_timeout=WAIT)
-        c_id = (await receive_type(c, "connected"))["connectionId"]
+        c_connected = await receive_type(c, "connected")
+        c_id, c_key = c_connected["connectionId"], c_connected["rejoinKey"]
         for ws in (a, back):
             assert (await receive_type(ws, "connectionCreated"))["connection"]["connectionId"] == c_id
         await broken(c)
@@ -199,7 +206,8 @@ def test_a_client_whose_socket_broke_comes_back_to_its_connection(net, workdir):
             gone = await receive_type(ws, "connectionDestroyed")
             assert (gone["connectionId"], gone["reason"]) == (c_id, "networkDisconnected"), gone
         # Too late now: the id is gone, and the same token gets a new connection.
-        late = await websockets.connect(f"{router.connect_url(session, carol)}&connectionId={c_id}", open_timeout=WAIT)
+        late = await websockets.connect(f"{router.connect_url(session, carol)}&connectionId={c_id}&rejoinKey={c_key}",
+                                        open_timeout=WAIT)
         late_id = (await receive_type(late, "connected"))["connectionId"]
         assert late_id != c_id
         await late.close()

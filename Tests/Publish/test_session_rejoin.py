@@ -23,7 +23,7 @@ from captions_support import file_event, json_events, load_sentences, speech_wav
 from captions_support import start_publisher as start_caption_publisher
 from captions_support import start_subscriber as start_caption_subscriber
 from publish_support import EXIT_CONNECTION, check_video
-from router_support import ROUTER_PORT, CuttableLink, Router, SessionWatcher
+from router_support import ROUTER_PORT, CuttableLink, Router, SessionWatcher, http
 from test_router_media import WATCH, start_camagent_publisher, start_subscriber, subscriber_result
 
 RELAY_PORT = ROUTER_PORT + 1
@@ -141,6 +141,39 @@ def test_past_the_rejoin_grace_publish_joins_anew_and_publishes_again(net, workd
         assert "joining again" in text and f"joined again as connection {again['connectionId']}; publishing again" in text, \
             text[-3000:]
         assert router.streams(session) == [], router.log()
+    finally:
+        watcher.close()
+        link.close()
+
+
+def test_forced_out_while_away_publish_is_told_so_on_its_return_and_ends(net, workdir):
+    """A moderator force-disconnects the publisher's connection while its signalling is down:
+    when publish comes back with its rejoin key, the router tells it (a close frame saying
+    forceDisconnected), and publish ends (83) saying so, rather than joining anew."""
+    router = Router(net, workdir, "--rejoin-grace", "20")
+    session = router.create_session()
+    link = CuttableLink(net, ROUTER_PORT, RELAY_PORT)
+    moderator = router.token(session, "moderator")
+    watcher = SessionWatcher(net, router.session_url(session), moderator)
+    try:
+        watcher.wait_for("connected")
+        through_link = f"http://{net.addr}:{RELAY_PORT}/v2/sessions/{session}"
+        publisher = start_camagent_publisher(net, workdir, through_link, router.token(session, "publisher"), duration=90)
+        first = watcher.wait_for("streamCreated", timeout=60)["stream"]
+        wait_until_published(publisher)
+
+        assert link.cut(outage=4) >= 1, "nothing was open through the relay"
+        status, _, _ = http(net, "DELETE", f"{router.session_url(session)}/connections/{first['connectionId']}", moderator)
+        assert status == 204, status
+        gone = watcher.wait_for("connectionDestroyed", lambda m: m["connectionId"] == first["connectionId"])
+        assert gone["reason"] == "forceDisconnected", gone
+
+        publisher.wait(timeout=60)
+        text = output(publisher)
+        assert publisher.returncode == EXIT_CONNECTION, (publisher.returncode, text[-3000:])
+        assert "forceDisconnected" in text and "publishing again" not in text, text[-3000:]
+        assert [m for m in watcher.messages if m.get("type") == "streamCreated"] == [
+            {"type": "streamCreated", "stream": first}], watcher.messages
     finally:
         watcher.close()
         link.close()

@@ -4,7 +4,7 @@ import Testing
 @testable import SessionServer
 
 /// A client whose signalling socket broke may come back to its connection
-/// (`?connectionId=`) within the rejoin grace: streams, subscribers and ids
+/// (`?connectionId=&rejoinKey=`) within the rejoin grace: streams, subscribers and ids
 /// stay, the others hear nothing, and it hears what it missed.
 @Suite("Registry: coming back to a connection")
 struct RejoinTests {
@@ -25,6 +25,12 @@ struct RejoinTests {
             _ = try registry.announceStream(sessionID: sid, streamID: streamID, publisher: .connection(client.connectionId),
                                             name: "front", hasAudio: true, hasVideo: true, videoType: .camera)
         }
+
+        /// What the client shows to come back (its `connected` told it the key).
+        var rejoin: SessionRegistry.Rejoin {
+            SessionRegistry.Rejoin(connectionID: client.connectionId,
+                                   rejoinKey: registry.rejoinKey(sessionID: sid, connectionID: client.connectionId) ?? "")
+        }
     }
 
     @Test("a broken socket keeps the connection; its client comes back to it, hears connected as it was, then what it missed")
@@ -41,7 +47,7 @@ struct RejoinTests {
         try f.registry.signal(sessionID: f.sid, from: late.connectionId, to: nil, signalType: "chat", data: .string("hi"))
 
         let joined = try f.registry.join(sessionID: f.sid, role: .publisher, data: "kiosk", outbox: Outbox(), tokenID: "k",
-                                         resuming: f.client.connectionId)
+                                         resuming: f.rejoin)
         #expect(joined.resumed && joined.info == f.client)
         #expect(!f.registry.isAway(sessionID: f.sid, connectionID: f.client.connectionId))
         // `connected` first, listing what the client knew when it broke, then what happened since.
@@ -57,23 +63,28 @@ struct RejoinTests {
         #expect(types(await drain(f.watcher)) == ["connected", "connectionCreated", "streamCreated", "connectionCreated", "signal"])
     }
 
-    @Test("only the token that made the connection takes it back (403); an id no longer there gives a new connection")
+    @Test("only its client (its rejoin key and token) takes the connection back (403); an id no longer there gives a new connection")
     func onlyItsOwnClient() throws {
         let f = try Fixture()
         _ = f.registry.socketEnded(sessionID: f.sid, connectionID: f.client.connectionId, outbox: f.socket, reason: .networkDisconnected)
         #expect(throws: RegistryError.self) {
-            try f.registry.checkCanConnect(sessionID: f.sid, resuming: f.client.connectionId, tokenID: "someone else")
+            try f.registry.checkCanConnect(sessionID: f.sid, resuming: f.rejoin, tokenID: "someone else")
         }
         do {
             _ = try f.registry.join(sessionID: f.sid, role: .publisher, data: "", outbox: Outbox(), tokenID: "someone else",
-                                    resuming: f.client.connectionId)
+                                    resuming: f.rejoin)
             Issue.record("another token took the connection back")
         } catch {
             #expect(error.status == 403)
         }
-        try f.registry.checkCanConnect(sessionID: f.sid, resuming: "gone", tokenID: "k")
-        let fresh = try f.registry.join(sessionID: f.sid, role: .publisher, data: "", outbox: Outbox(), tokenID: "k", resuming: "gone")
+        // The right token without the key will not do either: connection ids are everyone's to see.
+        let guessed = SessionRegistry.Rejoin(connectionID: f.client.connectionId, rejoinKey: "guess")
+        #expect(throws: RegistryError.self) { try f.registry.checkCanConnect(sessionID: f.sid, resuming: guessed, tokenID: "k") }
+        let gone = SessionRegistry.Rejoin(connectionID: "gone", rejoinKey: "old")
+        try f.registry.checkCanConnect(sessionID: f.sid, resuming: gone, tokenID: "k")
+        let fresh = try f.registry.join(sessionID: f.sid, role: .publisher, data: "", outbox: Outbox(), tokenID: "k", resuming: gone)
         #expect(!fresh.resumed && fresh.info.connectionId != f.client.connectionId)
+        #expect(f.registry.rejoinKey(sessionID: f.sid, connectionID: fresh.info.connectionId) != nil)
     }
 
     @Test("past the grace the connection ends as networkDisconnected, its stream first; a later expiry of an earlier absence does nothing")
@@ -86,7 +97,7 @@ struct RejoinTests {
         }
         // It comes back, and breaks again: the first absence's expiry is stale.
         let joined = try f.registry.join(sessionID: f.sid, role: .publisher, data: "", outbox: Outbox(), tokenID: "k",
-                                         resuming: f.client.connectionId)
+                                         resuming: f.rejoin)
         #expect(f.registry.expireAway(sessionID: f.sid, connectionID: f.client.connectionId, awayID: first) == nil)
         guard case .kept(let second) = f.registry.socketEnded(sessionID: f.sid, connectionID: f.client.connectionId,
                                                               outbox: try #require(joined.outbox), reason: .networkDisconnected) else {
@@ -126,7 +137,7 @@ struct RejoinTests {
         let f = try Fixture()
         let next = Outbox()
         let joined = try f.registry.join(sessionID: f.sid, role: .publisher, data: "", outbox: next, tokenID: "k",
-                                         resuming: f.client.connectionId)
+                                         resuming: f.rejoin)
         #expect(joined.resumed && joined.first == nil && joined.outbox === next)
         #expect(await drain(f.socket).last == .close(reason: "resumed"))
         #expect(f.registry.socketEnded(sessionID: f.sid, connectionID: f.client.connectionId, outbox: f.socket,
@@ -136,17 +147,18 @@ struct RejoinTests {
         #expect(!types(await drain(f.watcher)).contains("connectionDestroyed"))
     }
 
-    @Test("a connection a moderator forced out while it was away is not taken back (403), nor given anew under that id")
+    @Test("a connection a moderator forced out while it was away is not taken back; its client (and only it) is told so")
     func forcedOutStaysOut() throws {
         let f = try Fixture()
+        let rejoin = f.rejoin
         _ = f.registry.socketEnded(sessionID: f.sid, connectionID: f.client.connectionId, outbox: f.socket, reason: .networkDisconnected)
         #expect(f.registry.disconnect(sessionID: f.sid, connectionID: f.client.connectionId, reason: .forceDisconnected) != nil)
-        #expect(throws: RegistryError.notAllowed("connection \(f.client.connectionId) was disconnected by a moderator (forceDisconnected)")) {
-            try f.registry.checkCanConnect(sessionID: f.sid, resuming: f.client.connectionId, tokenID: "k")
-        }
+        // Let in (checkCanConnect) to be told: wasForcedOut, which its signalling says with a close frame.
+        try f.registry.checkCanConnect(sessionID: f.sid, resuming: rejoin, tokenID: "k")
+        #expect(f.registry.wasForcedOut(sessionID: f.sid, rejoin))
+        #expect(!f.registry.wasForcedOut(sessionID: f.sid, SessionRegistry.Rejoin(connectionID: rejoin.connectionID, rejoinKey: "guess")))
         #expect(throws: RegistryError.self) {
-            try f.registry.join(sessionID: f.sid, role: .publisher, data: "", outbox: Outbox(), tokenID: "k",
-                                resuming: f.client.connectionId)
+            try f.registry.join(sessionID: f.sid, role: .publisher, data: "", outbox: Outbox(), tokenID: "k", resuming: rejoin)
         }
     }
 
@@ -160,7 +172,7 @@ struct RejoinTests {
         }
         let next = Outbox()
         let joined = try f.registry.join(sessionID: f.sid, role: .publisher, data: "", outbox: next, tokenID: "k",
-                                         resuming: f.client.connectionId)
+                                         resuming: f.rejoin)
         #expect(joined.resumed && joined.first == nil && joined.outbox === next)
         let connected = try #require(messages(await drain(next)).first)
         #expect((connected["connections"] as? [[String: Any]])?.map { $0["data"] as? String } == ["watcher", "talker"])

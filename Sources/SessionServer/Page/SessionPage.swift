@@ -89,6 +89,7 @@ let sessionPageHTML = #"""
   const tiles = new Map();   // streamId → tile
   let socket = null;
   let connectionId = null;
+  let rejoinKey = null;      // the router's key to take this connection back after a drop
   let capabilities = {};
   let ownStreamIds = new Set();
   let publishing = null;     // { pc, resource, media }; relayed: { media, resource, viewers: Map subscriberId → pc }
@@ -380,7 +381,10 @@ let sessionPageHTML = #"""
     url.searchParams.set("token", token);
     // Joining again: this page's connection asked back (the router keeps it a few
     // seconds after the socket broke, with the camera's stream).
-    if (connectionId) url.searchParams.set("connectionId", connectionId);
+    if (connectionId && rejoinKey) {
+      url.searchParams.set("connectionId", connectionId);
+      url.searchParams.set("rejoinKey", rejoinKey);
+    }
     socket = new WebSocket(url.href);
     socket.addEventListener("message", (event) => {
       let m;
@@ -388,9 +392,12 @@ let sessionPageHTML = #"""
       switch (m.type) {
         case "connected":
           retryDelay = 2000;
-          // A new connection, not this page's old one: a stream it published went with the old.
-          if (connectionId && m.connectionId !== connectionId && publishing) stopPublishing(false);
+          // A new connection, not this page's old one: a stream it published went with the old,
+          // and is published again under the new one.
+          const republish = !!(connectionId && m.connectionId !== connectionId && publishing);
+          if (republish) stopPublishing(false);
           connectionId = m.connectionId;
+          rejoinKey = m.rejoinKey || null;
           capabilities = m.capabilities || {};
           mediaMode = m.mediaMode || "routed";
           state.mediaMode = mediaMode;
@@ -400,7 +407,7 @@ let sessionPageHTML = #"""
           say("");
           publishButton.hidden = !capabilities.publish;
           for (const s of m.streams || []) addStream(s);
-          if (capabilities.publish && params.get("publish") === "1") publish();
+          if (capabilities.publish && (params.get("publish") === "1" || republish)) publish();
           break;
         case "streamCreated": addStream(m.stream); break;
         case "streamDestroyed": removeStream(m.streamId); break;

@@ -47,9 +47,9 @@ public final class SessionRegistry: Sendable {
         var captions: CaptionsInfo?
         /// Since when it has had no connection, stream or captions (nil while it has any): for expiry.
         var idleSince: Date?
-        /// The last connections a moderator forced out, which their clients may not take back
-        /// (one away when it was forced never heard it).
-        var forcedOut: [String] = []
+        /// The last connections a moderator forced out (id, rejoin key): their clients may
+        /// not take them back, and are told why (one away when it was forced never heard it).
+        var forcedOut: [(connectionID: String, rejoinKey: String)] = []
         static let forcedOutRemembered = 100
 
         var isIdle: Bool { connections.isEmpty && streams.isEmpty && pendingStreams.isEmpty && captions == nil }
@@ -73,6 +73,8 @@ public final class SessionRegistry: Sendable {
         var outbox: Outbox?
         /// Its socket broke and it waits for its client (`rejoinGrace`).
         var away: Away? = nil
+        /// What its client shows to take it back (a signalling connection's; nil for a bare WHIP client's).
+        var rejoinKey: String? = nil
         /// The `jti` of the token it joined with: a WHIP stream tied to it
         /// (`?connectionId=`) and the subscribers whose settings it says must
         /// come with the same token (nil: a bare WHIP client's, or made without one).
@@ -173,28 +175,46 @@ public final class SessionRegistry: Sendable {
     /// such session, it is full, or `resuming` names another client's
     /// connection): checked before a WebSocket upgrade, so the refusal is
     /// an HTTP status. `connect` checks again.
-    public func checkCanConnect(sessionID: String, resuming: String? = nil, tokenID: String? = nil) throws(RegistryError) {
+    public func checkCanConnect(sessionID: String, resuming: Rejoin? = nil, tokenID: String? = nil) throws(RegistryError) {
         try state.withLock { (state) throws(RegistryError) in
             guard let session = state.sessions[sessionID] else { throw .noSuchSession(sessionID) }
-            try Self.checkNotForcedOut(session, resuming)
-            if let resuming, let index = session.connectionIndex(resuming) {
-                try Self.checkCanResume(session.connections[index], tokenID: tokenID)
+            // Its client is let in, to be told it was forced out (`wasForcedOut`).
+            if let resuming, Self.wasForcedOut(session, resuming) { return }
+            if let resuming, limits.rejoinGrace != nil, let index = session.connectionIndex(resuming.connectionID) {
+                try Self.checkCanResume(session.connections[index], resuming, tokenID: tokenID)
                 return
             }
             try checkConnectionRoom(session)
         }
     }
 
-    /// A connection a moderator forced out is not taken back (its client, away then, never heard it).
-    private static func checkNotForcedOut(_ session: SessionState, _ resuming: String?) throws(RegistryError) {
-        guard let resuming, session.forcedOut.contains(resuming) else { return }
-        throw .notAllowed("connection \(resuming) was disconnected by a moderator (forceDisconnected)")
+    /// What a client shows to come back to its connection (`?connectionId=&rejoinKey=`).
+    public struct Rejoin: Sendable, Equatable {
+        public var connectionID: String
+        public var rejoinKey: String
+
+        public init(connectionID: String, rejoinKey: String) {
+            self.connectionID = connectionID
+            self.rejoinKey = rejoinKey
+        }
     }
 
-    /// A client may take back only a signalling connection it made, with the same token.
-    private static func checkCanResume(_ connection: ConnectionState, tokenID: String?) throws(RegistryError) {
-        guard connection.outbox != nil, let tokenID, connection.tokenID == tokenID else {
-            throw .notAllowed("connection \(connection.info.connectionId) was not made with this token; only its own client may take it back")
+    /// Whether a moderator forced out the connection a client wants back
+    /// (shown with its key: nobody else learns it).
+    func wasForcedOut(sessionID: String, _ rejoin: Rejoin) -> Bool {
+        state.withLock { state in state.sessions[sessionID].map { Self.wasForcedOut($0, rejoin) } ?? false }
+    }
+
+    private static func wasForcedOut(_ session: SessionState, _ rejoin: Rejoin) -> Bool {
+        session.forcedOut.contains { $0.connectionID == rejoin.connectionID && $0.rejoinKey == rejoin.rejoinKey }
+    }
+
+    /// A client may take back only a signalling connection it made: its
+    /// rejoin key and the same token.
+    private static func checkCanResume(_ connection: ConnectionState, _ rejoin: Rejoin, tokenID: String?) throws(RegistryError) {
+        guard let key = connection.rejoinKey, key == rejoin.rejoinKey, let tokenID, connection.tokenID == tokenID else {
+            throw .notAllowed("connection \(connection.info.connectionId) is not this client's to take back "
+                              + "(its rejoin key and the token it joined with are needed)")
         }
     }
 
@@ -223,36 +243,41 @@ public final class SessionRegistry: Sendable {
 
     /// `connect` for a signalling client, which may come back to a connection it had.
     ///
-    /// `resuming` names a connection the client had: if it is still here and
-    /// was made with the same token, the client takes it back, with its
+    /// `resuming` names a connection the client had, with its rejoin key: if
+    /// it is still here (and the client uses the token it joined with; the
+    /// router has a rejoin grace), the client takes it back, with its
     /// streams and subscribers and without an event to the others. Its
     /// `connected` lists what it had been told when its socket broke, and
     /// what happened since follows (the backlog). A socket of it still
     /// open (the client saw the path die first) is closed, and its client
     /// gets `connected` as things are now, as it does when more happened
     /// while it was away than its backlog holds. A connection
-    /// gone by now (its grace ran out) gives a new one, as without `resuming`.
+    /// gone by now (its grace ran out) gives a new one, as without `resuming`;
+    /// one a moderator forced out is refused (`wasForcedOut` tells it first).
     func join(sessionID: String, role: Role, data: String, outbox: Outbox?, tokenID: String? = nil,
-              resuming: String? = nil) throws(RegistryError) -> Joined {
+              resuming: Rejoin? = nil) throws(RegistryError) -> Joined {
         let created = now()
         return try state.withLock { (state) throws(RegistryError) -> Joined in
             guard var session = state.sessions[sessionID] else { throw .noSuchSession(sessionID) }
-            try Self.checkNotForcedOut(session, resuming)
-            if let resuming, let outbox, let index = session.connectionIndex(resuming) {
+            if let resuming, Self.wasForcedOut(session, resuming) {
+                throw .notAllowed("connection \(resuming.connectionID) was disconnected by a moderator (forceDisconnected)")
+            }
+            // Without a grace nothing is taken back: a new connection, as the router always did.
+            if let resuming, limits.rejoinGrace != nil, let outbox, let index = session.connectionIndex(resuming.connectionID) {
                 let connection = session.connections[index]
-                try Self.checkCanResume(connection, tokenID: tokenID)
+                try Self.checkCanResume(connection, resuming, tokenID: tokenID)
                 let info = connection.info
                 session.connections[index].away = nil
                 if let away = connection.away, let backlog = connection.outbox, !backlog.overflowed {
                     state.sessions[sessionID] = session
-                    let connected = Self.connected(info, role: connection.role, session: session.info,
+                    let connected = Self.connected(connection, session: session.info,
                                                    connections: away.connections, streams: away.streams)
                     return Joined(info: info, outbox: backlog, first: connected, resumed: true)
                 }
                 // Still open here (the old socket goes), or away for more than its backlog
                 // holds: the new socket starts from now, and the client finds out what changed.
                 connection.outbox?.close(reason: "resumed")
-                outbox.send(Self.connected(info, role: connection.role, session: session.info,
+                outbox.send(Self.connected(connection, session: session.info,
                                            connections: session.connections.map(\.info).filter { $0.connectionId != info.connectionId },
                                            streams: session.streams.map(\.info)))
                 session.connections[index].outbox = outbox
@@ -261,20 +286,22 @@ public final class SessionRegistry: Sendable {
             }
             try checkConnectionRoom(session)
             let info = ConnectionInfo(connectionId: RandomID.make(), data: data, createdAt: created.unixMilliseconds)
-            outbox?.send(Self.connected(info, role: role, session: session.info, connections: session.connections.map(\.info),
+            var connection = ConnectionState(info: info, role: role, outbox: outbox, tokenID: tokenID)
+            if outbox != nil { connection.rejoinKey = RandomID.make() }
+            outbox?.send(Self.connected(connection, session: session.info, connections: session.connections.map(\.info),
                                         streams: session.streams.map(\.info)))
             session.broadcast(jsonText(ServerMessage.ConnectionCreated(connection: info)))
-            session.connections.append(ConnectionState(info: info, role: role, outbox: outbox, tokenID: tokenID))
+            session.connections.append(connection)
             state.sessions[sessionID] = session
             return Joined(info: info, outbox: outbox, first: nil, resumed: false)
         }
     }
 
-    private static func connected(_ info: ConnectionInfo, role: Role, session: SessionInfo, connections: [ConnectionInfo],
+    private static func connected(_ connection: ConnectionState, session: SessionInfo, connections: [ConnectionInfo],
                                   streams: [StreamInfo]) -> String {
-        jsonText(ServerMessage.Connected(connectionId: info.connectionId, capabilities: role.capabilities,
+        jsonText(ServerMessage.Connected(connectionId: connection.info.connectionId, capabilities: connection.role.capabilities,
                                          mediaMode: session.mediaMode, connections: connections, streams: streams,
-                                         connection: info))
+                                         connection: connection.info, rejoinKey: connection.rejoinKey))
     }
 
     /// What became of a signalling connection whose socket ended.
@@ -319,6 +346,13 @@ public final class SessionRegistry: Sendable {
     /// network disconnect. Nil when its client came back (or it went otherwise).
     func expireAway(sessionID: String, connectionID: String, awayID: Int) -> MediaRelease? {
         disconnect(sessionID: sessionID, connectionID: connectionID, reason: .networkDisconnected) { $0.away?.id == awayID }
+    }
+
+    /// The key a connection's client shows to take it back (its `connected` says it).
+    func rejoinKey(sessionID: String, connectionID: String) -> String? {
+        state.withLock { state in
+            state.sessions[sessionID].flatMap { session in session.connectionIndex(connectionID).flatMap { session.connections[$0].rejoinKey } }
+        }
     }
 
     /// Whether the connection's socket broke and its client has not come back yet.
@@ -383,7 +417,7 @@ public final class SessionRegistry: Sendable {
             session.broadcast(jsonText(ServerMessage.ConnectionDestroyed(connectionId: connectionID, reason: reason)))
             if reason == .forceDisconnected {
                 connection.outbox?.close(reason: reason.rawValue)
-                session.forcedOut.append(connectionID)
+                if let key = connection.rejoinKey { session.forcedOut.append((connectionID, key)) }
                 if session.forcedOut.count > SessionState.forcedOutRemembered { session.forcedOut.removeFirst() }
             } else {
                 connection.outbox?.finish()

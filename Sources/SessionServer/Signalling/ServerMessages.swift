@@ -14,6 +14,10 @@ enum ServerMessage {
         /// This connection as the others see it (`data`, `createdAt`): beyond
         /// the contract's fields, so a client knows its own.
         var connection: ConnectionInfo
+        /// The secret a client shows, with `?connectionId=`, to come back to
+        /// this connection after its socket broke (beyond the contract; only
+        /// this client is told it: connection ids are everyone's to see).
+        var rejoinKey: String?
     }
 
     struct ConnectionCreated: Encodable {

@@ -16,7 +16,7 @@ struct SignallingConnection: Sendable {
     let sessionID: String
     let claims: ClientTokenClaims
     /// The connection the client asks to take back, if any.
-    var resuming: String? = nil
+    var resuming: SessionRegistry.Rejoin? = nil
 
     /// Longest a client message is read before it counts as broken: far
     /// above the 64 KiB the router accepts, so a message between the two
@@ -25,6 +25,11 @@ struct SignallingConnection: Sendable {
 
     func run(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter, closeFrames: CloseFrameWatcher,
              logger: Logger) async {
+        if let resuming, services.registry.wasForcedOut(sessionID: sessionID, resuming) {
+            // Away when a moderator forced it out, its client never heard it: told now, as it would have been.
+            try? await outbound.close(.normalClosure, reason: ConnectionEndReason.forceDisconnected.rawValue)
+            return
+        }
         let joined: SessionRegistry.Joined
         do {
             joined = try services.registry.join(
@@ -44,8 +49,12 @@ struct SignallingConnection: Sendable {
         let logger = connectionLogger
         if joined.resumed {
             logger.notice("signalling connection taken back by its client", metadata: ["role": "\(claims.role.rawValue)"])
+            // Its old socket was still open here: offers sent on it will not be answered there.
+            if joined.first == nil { services.relayedOffers.publisherLeft(connectionID: connectionID, as: .publisherAway) }
         } else {
-            if let resuming { logger.info("signalling connection to take back is gone; a new one", metadata: ["asked": "\(resuming)"]) }
+            if let resuming {
+                logger.info("signalling connection to take back is gone; a new one", metadata: ["asked": "\(resuming.connectionID)"])
+            }
             logger.info("signalling connected", metadata: ["role": "\(claims.role.rawValue)"])
         }
 

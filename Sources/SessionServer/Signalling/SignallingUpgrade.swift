@@ -21,8 +21,9 @@ struct SignallingUpgrade: Sendable {
     func shouldUpgrade(_ head: HTTPRequest, channel: any Channel, logger: Logger) async -> ShouldUpgradeResult<Handler> {
         switch await decide(head) {
         case .success(let connection):
+            // Put in place before the upgrade completes, so that it sees every frame.
+            let closeFrames = await CloseFrameWatcher.install(on: channel)
             return .upgrade([:]) { inbound, outbound, context in
-                let closeFrames = await CloseFrameWatcher.install(on: channel)
                 await connection.run(inbound: inbound, outbound: outbound, closeFrames: closeFrames, logger: context.logger)
             }
         case .failure(let refusal):
@@ -54,8 +55,11 @@ struct SignallingUpgrade: Sendable {
         guard case .client(let claims) = caller else {
             return .failure(APIError(403, "connecting needs a client token (a project token has no role)"))
         }
-        // `?connectionId=`: the client comes back to a connection it had (its socket broke).
-        let resuming = query.flatMap { queryValue("connectionId", in: $0) }.flatMap { $0.isEmpty ? nil : $0 }
+        // `?connectionId=&rejoinKey=`: the client comes back to a connection it had (its socket broke).
+        var resuming: SessionRegistry.Rejoin?
+        if let query, let id = queryValue("connectionId", in: query), !id.isEmpty {
+            resuming = SessionRegistry.Rejoin(connectionID: id, rejoinKey: queryValue("rejoinKey", in: query) ?? "")
+        }
         do {
             try services.registry.checkCanConnect(sessionID: sessionID, resuming: resuming, tokenID: claims.tokenID)
         } catch {
