@@ -14,8 +14,10 @@ WebSocket. Without --whip-reconnect the same drop ends publish with 83. A `camag
 after the cut still reach it. Everything runs in the test's own network namespace; every
 wait has a timeout; nothing asserts on time.
 """
+import contextlib
 import os
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -59,23 +61,37 @@ def wait_for_text(proc, text, timeout=60):
     raise AssertionError(f"publish did not say {text!r} within {timeout} s:\n{output(proc)[-3000:]}")
 
 
-@pytest.mark.parametrize("mode", ["routed", "relayed"])
-def test_publish_comes_back_to_its_connection_and_its_stream_goes_on(net, workdir, mode):
-    # A grace shorter than the subscriber's watch: a connection wrongly left away would end meanwhile.
-    router = Router(net, workdir, "--rejoin-grace", "3")
+@contextlib.contextmanager
+def publishing_through_the_relay(net, workdir, *router_flags, mode="routed", watcher_role="subscriber", extra=()):
+    """A router (`router_flags`), a session (`mode`), the relay, a session watcher (a token of
+    `watcher_role`) and camagent publishing through the relay, its stream published. Yields
+    them; the watcher and the relay are closed after. publish's --duration is only a bound."""
+    router = Router(net, workdir, *router_flags)
     session = router.create_session(*(["--relayed"] if mode == "relayed" else []))
     link = CuttableLink(net, ROUTER_PORT, RELAY_PORT)
-    watcher = SessionWatcher(net, router.session_url(session), router.token(session, "subscriber"))
+    watcher_token = router.token(session, watcher_role)
+    watcher = SessionWatcher(net, router.session_url(session), watcher_token)
     try:
         watcher.wait_for("connected")
         through_link = f"http://{net.addr}:{RELAY_PORT}/v2/sessions/{session}"
-        # Stopped (SIGTERM) once the stream is checked: the duration is only a bound.
-        publisher = start_camagent_publisher(net, workdir, through_link, router.token(session, "publisher"), duration=90)
+        publisher = start_camagent_publisher(net, workdir, through_link, router.token(session, "publisher"), duration=90,
+                                             extra=extra)
         first = watcher.wait_for("streamCreated", timeout=60)["stream"]
         wait_until_published(publisher)
+        yield SimpleNamespace(router=router, session=session, link=link, watcher=watcher, watcher_token=watcher_token,
+                              publisher=publisher, first=first)
+    finally:
+        watcher.close()
+        link.close()
 
-        assert link.cut() >= 1, "nothing was open through the relay"
-        wait_for_text(publisher, f"joined again as connection {first['connectionId']}, kept by the router with its streams")
+
+@pytest.mark.parametrize("mode", ["routed", "relayed"])
+def test_publish_comes_back_to_its_connection_and_its_stream_goes_on(net, workdir, mode):
+    # A grace shorter than the subscriber's watch: a connection wrongly left away would end meanwhile.
+    with publishing_through_the_relay(net, workdir, "--rejoin-grace", "3", mode=mode) as p:
+        router, session, first = p.router, p.session, p.first
+        assert p.link.cut() >= 1, "nothing was open through the relay"
+        wait_for_text(p.publisher, f"joined again as connection {first['connectionId']}, kept by the router with its streams")
 
         # The same stream, after the drop: relayed, its offer reaches publish over the new socket.
         subscriber = start_subscriber(net, workdir, f"{router.session_url(session)}/streams/{first['streamId']}/subscribe",
@@ -84,35 +100,24 @@ def test_publish_comes_back_to_its_connection_and_its_stream_goes_on(net, workdi
         check_video(summary["video"][0], duration=WATCH - 2, fps=15, codec="VP8")
 
         # Nobody heard of the drop: no stream or connection came or went.
-        assert [m["type"] for m in watcher.messages if m["type"] in ("streamCreated", "streamDestroyed", "connectionDestroyed")] \
-            == ["streamCreated"], watcher.messages
+        assert [m["type"] for m in p.watcher.messages
+                if m["type"] in ("streamCreated", "streamDestroyed", "connectionDestroyed")] == ["streamCreated"], \
+            p.watcher.messages
         assert [s["streamId"] for s in router.streams(session)] == [first["streamId"]], router.log()
-        assert publisher.poll() is None, output(publisher)
-        code = net.stop(publisher, timeout=30)
-        text = output(publisher)
+        assert p.publisher.poll() is None, output(p.publisher)
+        code = net.stop(p.publisher, timeout=30)
+        text = output(p.publisher)
         assert code == 0, (code, text[-3000:])
         assert "joining again" in text and "publishing again" not in text, text[-3000:]
         assert router.streams(session) == [], router.log()
-    finally:
-        watcher.close()
-        link.close()
 
 
 @pytest.mark.parametrize("mode", ["routed", "relayed"])
 def test_past_the_rejoin_grace_publish_joins_anew_and_publishes_again(net, workdir, mode):
-    router = Router(net, workdir, "--rejoin-grace", "2")
-    session = router.create_session(*(["--relayed"] if mode == "relayed" else []))
-    link = CuttableLink(net, ROUTER_PORT, RELAY_PORT)
-    watcher = SessionWatcher(net, router.session_url(session), router.token(session, "subscriber"))
-    try:
-        watcher.wait_for("connected")
-        through_link = f"http://{net.addr}:{RELAY_PORT}/v2/sessions/{session}"
-        publisher = start_camagent_publisher(net, workdir, through_link, router.token(session, "publisher"), duration=90)
-        first = watcher.wait_for("streamCreated", timeout=60)["stream"]
-        wait_until_published(publisher)
-
+    with publishing_through_the_relay(net, workdir, "--rejoin-grace", "2", mode=mode) as p:
+        router, session, first, watcher, publisher = p.router, p.session, p.first, p.watcher, p.publisher
         # Down for longer than the grace: publish's attempts to join again are reset meanwhile.
-        assert link.cut(outage=6) >= 1, "nothing was open through the relay"
+        assert p.link.cut(outage=6) >= 1, "nothing was open through the relay"
         gone = watcher.wait_for("connectionDestroyed", lambda m: m["connectionId"] == first["connectionId"])
         assert gone["reason"] == "networkDisconnected", gone
         ended = watcher.wait_for("streamDestroyed", lambda m: m["streamId"] == first["streamId"])
@@ -128,7 +133,7 @@ def test_past_the_rejoin_grace_publish_joins_anew_and_publishes_again(net, workd
         assert again["connectionId"] != first["connectionId"], (first, again)
         assert (again["hasVideo"], again["hasAudio"]) == (True, True), again
         assert publisher.poll() is None, output(publisher)
-        assert link.refused >= 1, "publish did not try to join again during the outage"
+        assert p.link.refused >= 1, "publish did not try to join again during the outage"
 
         subscriber = start_subscriber(net, workdir, f"{router.session_url(session)}/streams/{again['streamId']}/subscribe",
                                       router.token(session, "subscriber"), "after-rejoin")
@@ -141,68 +146,40 @@ def test_past_the_rejoin_grace_publish_joins_anew_and_publishes_again(net, workd
         assert "joining again" in text and f"joined again as connection {again['connectionId']}; publishing again" in text, \
             text[-3000:]
         assert router.streams(session) == [], router.log()
-    finally:
-        watcher.close()
-        link.close()
 
 
 def test_forced_out_while_away_publish_is_told_so_on_its_return_and_ends(net, workdir):
     """A moderator force-disconnects the publisher's connection while its signalling is down:
     when publish comes back with its rejoin key, the router tells it (a close frame saying
     forceDisconnected), and publish ends (83) saying so, rather than joining anew."""
-    router = Router(net, workdir, "--rejoin-grace", "20")
-    session = router.create_session()
-    link = CuttableLink(net, ROUTER_PORT, RELAY_PORT)
-    moderator = router.token(session, "moderator")
-    watcher = SessionWatcher(net, router.session_url(session), moderator)
-    try:
-        watcher.wait_for("connected")
-        through_link = f"http://{net.addr}:{RELAY_PORT}/v2/sessions/{session}"
-        publisher = start_camagent_publisher(net, workdir, through_link, router.token(session, "publisher"), duration=90)
-        first = watcher.wait_for("streamCreated", timeout=60)["stream"]
-        wait_until_published(publisher)
-
-        assert link.cut(outage=4) >= 1, "nothing was open through the relay"
-        status, _, _ = http(net, "DELETE", f"{router.session_url(session)}/connections/{first['connectionId']}", moderator)
+    with publishing_through_the_relay(net, workdir, "--rejoin-grace", "20", watcher_role="moderator") as p:
+        first, publisher = p.first, p.publisher
+        assert p.link.cut(outage=4) >= 1, "nothing was open through the relay"
+        status, _, _ = http(net, "DELETE", f"{p.router.session_url(p.session)}/connections/{first['connectionId']}",
+                            p.watcher_token)
         assert status == 204, status
-        gone = watcher.wait_for("connectionDestroyed", lambda m: m["connectionId"] == first["connectionId"])
+        gone = p.watcher.wait_for("connectionDestroyed", lambda m: m["connectionId"] == first["connectionId"])
         assert gone["reason"] == "forceDisconnected", gone
 
         publisher.wait(timeout=60)
         text = output(publisher)
         assert publisher.returncode == EXIT_CONNECTION, (publisher.returncode, text[-3000:])
         assert "forceDisconnected" in text and "publishing again" not in text, text[-3000:]
-        assert [m for m in watcher.messages if m.get("type") == "streamCreated"] == [
-            {"type": "streamCreated", "stream": first}], watcher.messages
-    finally:
-        watcher.close()
-        link.close()
+        assert [m for m in p.watcher.messages if m.get("type") == "streamCreated"] == [
+            {"type": "streamCreated", "stream": first}], p.watcher.messages
 
 
 def test_without_reconnecting_a_dropped_session_ends_publish_with_83(net, workdir):
-    router = Router(net, workdir)
-    session = router.create_session()
-    link = CuttableLink(net, ROUTER_PORT, RELAY_PORT)
-    watcher = SessionWatcher(net, router.session_url(session), router.token(session, "subscriber"))
-    try:
-        watcher.wait_for("connected")
-        through_link = f"http://{net.addr}:{RELAY_PORT}/v2/sessions/{session}"
-        publisher = start_camagent_publisher(net, workdir, through_link, router.token(session, "publisher"),
-                                             duration=45, extra=["--no-whip-reconnect"])
-        first = watcher.wait_for("streamCreated", timeout=60)["stream"]
-        wait_until_published(publisher)
-        assert link.cut() >= 1, "nothing was open through the relay"
-        watcher.wait_for("streamDestroyed", lambda m: m["streamId"] == first["streamId"])
-        publisher.wait(timeout=30)
-        text = output(publisher)
-        assert publisher.returncode == EXIT_CONNECTION, (publisher.returncode, text[-3000:])
+    with publishing_through_the_relay(net, workdir, extra=["--no-whip-reconnect"]) as p:
+        assert p.link.cut() >= 1, "nothing was open through the relay"
+        p.watcher.wait_for("streamDestroyed", lambda m: m["streamId"] == p.first["streamId"])
+        p.publisher.wait(timeout=30)
+        text = output(p.publisher)
+        assert p.publisher.returncode == EXIT_CONNECTION, (p.publisher.returncode, text[-3000:])
         assert "joining again" not in text, text[-3000:]
         # Nothing was published again.
-        assert [m for m in watcher.messages if m.get("type") == "streamCreated"] == [
-            {"type": "streamCreated", "stream": first}], watcher.messages
-    finally:
-        watcher.close()
-        link.close()
+        assert [m for m in p.watcher.messages if m.get("type") == "streamCreated"] == [
+            {"type": "streamCreated", "stream": p.first}], p.watcher.messages
 
 
 def test_a_subscriber_joins_again_and_its_captions_go_on(net, workdir):
