@@ -161,6 +161,10 @@ def test_a_page_whose_socket_broke_comes_back_to_its_connection_and_its_camera_s
                              "--timeout", "40", "--settle", "0", "--frames", "0", "--fake-media", "--treat-as-secure",
                              through_link, "--hold", "15", "--state-selector", "#state"], "chromium", workdir)
         created = watcher.wait_for("streamCreated", timeout=60)["stream"]
+        # Cut once the page's media flows (its first keyframe's size reached the router), so the
+        # cut is not of its WHIP POST still under way: that publish would fail and start again.
+        watcher.wait_for("streamPropertyChanged", lambda m: m["streamId"] == created["streamId"]
+                         and m["property"] == "videoDimensions", timeout=60)
         assert link.cut() >= 1, "nothing was open through the relay"
 
         browser.wait(timeout=120)
