@@ -539,8 +539,8 @@ public final class Session: Sendable {
             if (before.width, before.height) != (now.width, now.height) {
                 events.append(.streamPropertyChanged(
                     streamId: now.streamId, property: "videoDimensions",
-                    oldValue: #"{"height":\#(before.height),"width":\#(before.width)}"#,
-                    newValue: #"{"height":\#(now.height),"width":\#(now.width)}"#))
+                    oldValue: JSONText.object(["width": before.width, "height": before.height]),
+                    newValue: JSONText.object(["width": now.width, "height": now.height])))
             }
         }
         return events
@@ -626,10 +626,14 @@ public final class Session: Sendable {
             else if let i = try? container.decode(Int.self) { text = String(i) }
             else if let d = try? container.decode(Double.self) { text = String(d) }
             else if let s = try? container.decode(String.self) { text = s }
-            else if let o = try? container.decode([String: Int].self) {
-                text = "{" + o.sorted { $0.key < $1.key }.map { "\"\($0.key)\":\($0.value)" }.joined(separator: ",") + "}"
-            } else if container.decodeNil() { text = "null" }
+            else if let o = try? container.decode([String: Int].self) { text = Self.object(o) }
+            else if container.decodeNil() { text = "null" }
             else { text = "…" }
+        }
+
+        /// An object of whole numbers as its text here (keys sorted): videoDimensions' values.
+        static func object(_ fields: [String: Int]) -> String {
+            "{" + fields.sorted { $0.key < $1.key }.map { "\"\($0.key)\":\($0.value)" }.joined(separator: ",") + "}"
         }
     }
 
