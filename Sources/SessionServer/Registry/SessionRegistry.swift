@@ -55,6 +55,8 @@ public final class SessionRegistry: Sendable {
         var isIdle: Bool { connections.isEmpty && streams.isEmpty && pendingStreams.isEmpty && captions == nil }
 
         func connectionIndex(_ id: String) -> Int? { connections.firstIndex { $0.info.connectionId == id } }
+        /// The connections a client is told of in its `connected`: every one but its own.
+        func connectionInfos(besides id: String) -> [ConnectionInfo] { connections.map(\.info).filter { $0.connectionId != id } }
         func streamIndex(_ id: String) -> Int? { streams.firstIndex { $0.info.streamId == id } }
 
         /// Queues `text` for every connection with a socket, but `except`.
@@ -278,7 +280,7 @@ public final class SessionRegistry: Sendable {
                 // holds: the new socket starts from now, and the client finds out what changed.
                 connection.outbox?.close(reason: "resumed")
                 outbox.send(Self.connected(connection, session: session.info,
-                                           connections: session.connections.map(\.info).filter { $0.connectionId != info.connectionId },
+                                           connections: session.connectionInfos(besides: info.connectionId),
                                            streams: session.streams.map(\.info)))
                 session.connections[index].outbox = outbox
                 state.sessions[sessionID] = session
@@ -327,7 +329,7 @@ public final class SessionRegistry: Sendable {
             guard reason == .networkDisconnected, limits.rejoinGrace != nil, !outbox.overflowed else { return .end }
             state.lastAwayID += 1
             session.connections[index].away = Away(
-                id: state.lastAwayID, connections: session.connections.map(\.info).filter { $0.connectionId != connectionID },
+                id: state.lastAwayID, connections: session.connectionInfos(besides: connectionID),
                 streams: session.streams.map(\.info))
             session.connections[index].outbox = Outbox()
             state.sessions[sessionID] = session
