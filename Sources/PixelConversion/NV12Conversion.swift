@@ -22,6 +22,18 @@ public enum JPEGError: Error, Hashable, Sendable, CustomStringConvertible {
 
 /// Conversions into and out of NV12 frames, all through libyuv (SIMD, no allocation).
 public enum NV12Conversion {
+    /// The frame's picture scaled into `destination`'s size (a simulcast
+    /// layer): box-filtered luma, bilinear chroma (libyuv filters NV12's
+    /// interleaved chroma no better), no allocation.
+    public static func scale(_ source: VideoFrame, into destination: VideoFrame) {
+        _ = NV12Scale(source.yPlane.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32(source.yStride),
+                      source.uvPlane.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32(source.uvStride),
+                      Int32(source.width), Int32(source.height),
+                      destination.yPlane.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32(destination.yStride),
+                      destination.uvPlane.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32(destination.uvStride),
+                      Int32(destination.width), Int32(destination.height), kFilterBox)
+    }
+
     /// Packed YUYV 4:2:2 (`stride` bytes per row) into the frame's NV12 planes.
     public static func yuyvToNV12(_ source: UnsafeRawBufferPointer, stride: Int, into frame: VideoFrame) {
         precondition(source.count >= stride * frame.height, "YUYV source too short")

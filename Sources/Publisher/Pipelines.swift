@@ -18,6 +18,10 @@ import RTP
 /// it, otherwise (or for a mirror, which browsers ignore in CVO) the pixels
 /// are turned before encoding; full-range frames (MJPEG) are brought to the
 /// limited range the encoders signal.
+///
+/// With simulcast on, each frame is also scaled to half its width and
+/// height and encoded again: layer 0, sent on an SSRC of its own, for
+/// receivers that prefer a smaller picture (a router picks per subscriber).
 final class VideoPipeline: VideoCaptureConsumer, @unchecked Sendable {   // encoder state: encoder thread only
     struct Counts: Sendable, Equatable {
         /// Frames encoded (once for every receiver).
@@ -44,11 +48,24 @@ final class VideoPipeline: VideoCaptureConsumer, @unchecked Sendable {   // enco
     private let signal = StopSignal()
     private let thread = PThreadLocked<StoppableThread?>(nil)
 
+    /// One encoded size's encoders and payloaders (a simulcast layer).
+    private struct LayerEncoders {
+        var vp8: VP8Encoder?
+        var h264: H264Encoder?
+        var vp8Payloader = VP8Payloader(firstPictureID: .random(in: 0...0x7fff))
+        var h264Payloader = H264Payloader()
+    }
+
+    /// Whether each frame is encoded a second time at half size (layer 0).
+    private let simulcast: Bool
+
     // Encoder-thread state.
-    private var vp8: VP8Encoder?
-    private var h264: H264Encoder?
-    private var vp8Payloader = VP8Payloader(firstPictureID: .random(in: 0...0x7fff))
-    private var h264Payloader = H264Payloader()
+    /// The captured size (the only one without simulcast; layer 1 with it).
+    private var full = LayerEncoders()
+    /// Half the size, with simulcast.
+    private var small = LayerEncoders()
+    /// The half-size picture, reused; made again when the size changes.
+    private var smallPicture: VideoFrame?
     private var batch = PayloadBatch()
     private var failed = false
     /// Where pixels are turned or their range converted; made on first need.
@@ -56,12 +73,14 @@ final class VideoPipeline: VideoCaptureConsumer, @unchecked Sendable {   // enco
     private var rotator: PixelRotator?
     private var reportedSize: FrameSize?
 
-    init(hub: MediaHub, codec: VideoCodec, framesPerSecond: Double, temporalLayers: Int = 1, logger: Logger,
+    init(hub: MediaHub, codec: VideoCodec, framesPerSecond: Double, temporalLayers: Int = 1, simulcast: Bool = false,
+         logger: Logger,
          onError: @escaping @Sendable (PublisherError) -> Void,
          onEncodedSize: @escaping @Sendable (FrameSize) -> Void = { _ in },
          onCaptureEvent: @escaping @Sendable (CaptureEvent) -> Void = { _ in }) {
         self.hub = hub
         self.temporalLayers = temporalLayers
+        self.simulcast = simulcast
         self.logger = logger
         self.onError = onError
         self.onEncodedSize = onEncodedSize
@@ -124,22 +143,25 @@ final class VideoPipeline: VideoCaptureConsumer, @unchecked Sendable {   // enco
         let turnPixels = !frame.orientation.isUpright && (!plan.orientationAsMetadata || frame.orientation.mirrored)
         let orientationByte = turnPixels ? 0 : Self.cvoByte(frame.orientation.rotation)
         let picture = prepare(frame, turnPixels: turnPixels)
-        let size = FrameSize(width: picture.width, height: picture.height)
         let timestamp = hub.rtpTimestamp(.video, at: frame.timestamp)
         do throws(CodecError) {
-            switch codec {
-            case .vp8:
-                try encode(picture, with: &vp8, payloader: &vp8Payloader, size: size, target: plan.bitrate,
-                           keyframe: plan.keyframe, timestamp: timestamp, orientation: orientationByte) { () throws(CodecError) in
-                    try VP8Encoder(size: size, framesPerSecond: fps, bitrateKbps: plan.bitrate / 1000,
-                                   temporalLayers: temporalLayers)
-                }
-            case .h264:
-                try encode(picture, with: &h264, payloader: &h264Payloader, size: size, target: plan.bitrate,
-                           keyframe: plan.keyframe, timestamp: timestamp, orientation: orientationByte) { () throws(CodecError) in
-                    try H264Encoder(size: size, framesPerSecond: fps, bitrateKbps: plan.bitrate / 1000)
-                }
+            guard simulcast else {
+                try encode(picture, layer: nil, with: &full, codec: codec, fps: fps, bitrate: plan.bitrate,
+                           keyframe: plan.keyframe, timestamp: timestamp, orientation: orientationByte)
+                counters.withLock { $0.encoded += 1 }
+                return
             }
+            // The small layer takes a fifth of the room, the captured size the rest.
+            let smallBitrate = max(plan.bitrate / 5, 60_000)
+            try encode(picture, layer: 1, with: &full, codec: codec, fps: fps,
+                       bitrate: max(plan.bitrate - smallBitrate, 100_000), keyframe: plan.keyframe,
+                       timestamp: timestamp, orientation: orientationByte)
+            let half = halfSize(of: picture)
+            NV12Conversion.scale(picture, into: half)
+            half.timestamp = picture.timestamp
+            half.sequence = picture.sequence
+            try encode(half, layer: 0, with: &small, codec: codec, fps: fps, bitrate: smallBitrate,
+                       keyframe: plan.keyframe, timestamp: timestamp, orientation: orientationByte)
             counters.withLock { $0.encoded += 1 }
         } catch {
             failed = true
@@ -169,6 +191,36 @@ final class VideoPipeline: VideoCaptureConsumer, @unchecked Sendable {   // enco
         return prepared
     }
 
+    /// The pipeline's half-size picture for `picture`, made again only when the size changes.
+    private func halfSize(of picture: VideoFrame) -> VideoFrame {
+        let size = PublisherSettings.simulcastSmallSize(of: FrameSize(width: picture.width, height: picture.height))
+        let (width, height) = (size.width, size.height)
+        if let smallPicture, smallPicture.width == width, smallPicture.height == height { return smallPicture }
+        let made = VideoFrame(maxWidth: width, maxHeight: height)
+        made.setFormat(.nv12(width: width, height: height, framesPerSecond: 0))
+        smallPicture = made
+        return made
+    }
+
+    /// One frame through the answer's codec, for one layer (nil: no simulcast).
+    private func encode(_ picture: VideoFrame, layer: UInt8?, with encoders: inout LayerEncoders, codec: VideoCodec,
+                        fps: Double, bitrate: Int, keyframe: Bool, timestamp: UInt32, orientation: UInt8) throws(CodecError) {
+        let size = FrameSize(width: picture.width, height: picture.height)
+        let layers = temporalLayers
+        switch codec {
+        case .vp8:
+            try encode(picture, with: &encoders.vp8, payloader: &encoders.vp8Payloader, size: size, layer: layer,
+                       target: bitrate, keyframe: keyframe, timestamp: timestamp, orientation: orientation) { () throws(CodecError) in
+                try VP8Encoder(size: size, framesPerSecond: fps, bitrateKbps: bitrate / 1000, temporalLayers: layers)
+            }
+        case .h264:
+            try encode(picture, with: &encoders.h264, payloader: &encoders.h264Payloader, size: size, layer: layer,
+                       target: bitrate, keyframe: keyframe, timestamp: timestamp, orientation: orientation) { () throws(CodecError) in
+                try H264Encoder(size: size, framesPerSecond: fps, bitrateKbps: bitrate / 1000)
+            }
+        }
+    }
+
     /// The CVO byte's rotation bits (3GPP TS 26.114 as WebRTC reads them):
     /// how far to turn the picture clockwise to show it upright.
     static func cvoByte(_ rotation: VideoOrientation.Rotation) -> UInt8 {
@@ -184,25 +236,27 @@ final class VideoPipeline: VideoCaptureConsumer, @unchecked Sendable {   // enco
     /// size changes, follows the bitrate target when it moves by over 5 %,
     /// and each encoded frame is cut once and handed to every connection.
     private func encode<E: VideoFrameEncoder, P: RTPPayloader>(
-        _ frame: VideoFrame, with encoder: inout E?, payloader: inout P, size: FrameSize, target: Int, keyframe: Bool,
-        timestamp: UInt32, orientation: UInt8, make: () throws(CodecError) -> E
+        _ frame: VideoFrame, with encoder: inout E?, payloader: inout P, size: FrameSize, layer: UInt8?, target: Int,
+        keyframe: Bool, timestamp: UInt32, orientation: UInt8, make: () throws(CodecError) -> E
     ) throws(CodecError) {
         if encoder?.size != size {
             encoder = try make()
-            logger.info("\(E.codecName) encoder: \(size) at \(target / 1000) kbps")
-            // A codec switch remakes the encoder at the same size: not news.
-            if reportedSize != size {
+            logger.info("\(E.codecName) encoder: \(size) at \(target / 1000) kbps\(layer.map { " (simulcast layer \($0))" } ?? "")")
+            // A codec switch remakes the encoder at the same size: not news. The small layer is not the stream's size.
+            if layer != 0, reportedSize != size {
                 reportedSize = size
                 onEncodedSize(size)
             }
         }
         guard let encoder else { return }
+        let spatialLayer = layer ?? 0
         if abs(encoder.bitrateKbps - target / 1000) * 20 > encoder.bitrateKbps { try encoder.setBitrate(kbps: target / 1000) }
         try encoder.encode(frame, forceKeyframe: keyframe) { encoded in
-            let layer = encoder.temporalLayers > 1 ? encoded.temporalLayer : nil
-            batch.fill(encoded.bytes, payloader: &payloader, maxPayloadSize: MediaSenders.maxPayloadSize, temporalLayer: layer)
+            let temporal = encoder.temporalLayers > 1 ? encoded.temporalLayer : nil
+            batch.fill(encoded.bytes, payloader: &payloader, maxPayloadSize: MediaSenders.maxPayloadSize, temporalLayer: temporal)
             hub.send(batch, kind: .video, rtpTimestamp: timestamp, isKeyframe: encoded.isKeyframe, orientation: orientation,
-                     temporalLayer: layer ?? 0)
+                     temporalLayer: temporal ?? 0, spatialLayer: spatialLayer,
+                     keyframeSize: encoded.isKeyframe ? size : nil)
         }
     }
 }

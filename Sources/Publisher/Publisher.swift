@@ -75,12 +75,13 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
         self.onEvent = emit
         guard video != nil || audio != nil else { throw .nothingToPublish }
         do { certificate = try DTLSCertificate() } catch { throw .connection(.dtls(error)) }
-        hub = MediaHub(videoBitrateCeiling: settings.videoBitrate)
+        hub = MediaHub(videoBitrateCeiling: settings.videoBitrate,
+                       simulcastLayers: settings.simulcast && signaling != nil && video != nil ? 2 : 1)
         if signaling != nil {
             var streams: [(kind: MediaKind, payloadType: UInt8)] = []
             if audio != nil { streams.append((.audio, 111)) }
             if video != nil { streams.append((.video, 96)) }
-            let media = hub.makeSenders(streams)
+            let media = hub.makeSenders(streams, simulcastLayers: settings.simulcast && video != nil ? 2 : 1)
             hub.attach(media)
             whipMedia = media
         } else {
@@ -101,7 +102,8 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
         if let video {
             let fps = video.captureSettings?.grantedFramesPerSecond ?? 30
             let pipeline = VideoPipeline(hub: hub, codec: settings.codecPreference.first ?? .vp8, framesPerSecond: fps,
-                                         temporalLayers: settings.videoTemporalLayers, logger: logger, onError: report,
+                                         temporalLayers: settings.videoTemporalLayers,
+                                         simulcast: settings.simulcast && signaling != nil, logger: logger, onError: report,
                                          onEncodedSize: { [weak self] size in
                                              self?.onEvent(.videoDimensions(width: size.width, height: size.height))
                                          }) { [weak self] event in self?.videoEvent(event) }
@@ -410,6 +412,7 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
             audio: audio != nil ? [.opus] : [], video: video != nil ? settings.codecPreference.map(\.description) : [],
             audioSSRC: ssrcs[.audio] ?? 0, videoSSRC: ssrcs[.video] ?? 0, cname: transport.cname, streamID: settings.name)
         offer.videoOrientationExtensionID = settings.offerVideoOrientation ? PublisherOffer.defaultVideoOrientationID : nil
+        offer.videoSimulcastSSRCs = media.simulcastSSRCs
         let offerText = offer.sessionDescription(sessionID: .random(in: 1...UInt64(Int64.max))).text
         logger.debug("offer:\n\(offerText)")
         let exchanged: (answer: String, resource: String)

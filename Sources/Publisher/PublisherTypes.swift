@@ -44,6 +44,19 @@ public struct PublisherSettings: Sendable {
     /// router or this publisher's session can send a subscriber that asked
     /// for a lower frame rate (preferredFrameRate) half the frames; 1: one layer.
     public var videoTemporalLayers = 2
+    /// Simulcast: each frame is also encoded at half its width and height
+    /// and sent to the WHIP server on an SSRC of its own (an
+    /// `a=ssrc-group:SIM` in the offer), so a router can send a subscriber
+    /// that prefers a smaller picture (preferredResolution) the small one.
+    /// Costs a second encode, about a quarter of the first. Viewers of this
+    /// publisher itself get the captured size.
+    public var simulcast = false
+
+    /// The small simulcast layer's size for a captured `size`: half each
+    /// side, rounded down to even (4:2:0 chroma), at least 2x2.
+    public static func simulcastSmallSize(of size: FrameSize) -> FrameSize {
+        FrameSize(width: max(2, size.width / 4 * 2), height: max(2, size.height / 4 * 2))
+    }
 
     public init() {}
 }

@@ -203,6 +203,15 @@ final class ViewerSessions: Sendable {
         return true
     }
 
+    /// A viewer's preferred picture size (a subscriber's preferredResolution;
+    /// nil: the largest simulcast layer). False when there is no such viewer.
+    @discardableResult
+    func setPreferredResolution(id: String, _ size: FrameSize?) -> Bool {
+        guard let session = sessions.withLock({ $0[id] }) else { return false }
+        session.media.setPreferredResolution(size)
+        return true
+    }
+
     /// Sends a viewer what it negotiated, wants, and (under audio fallback) can take.
     private func apply(_ session: Session) {
         var kinds = session.negotiated.intersection(session.wanted.kinds.withLock { $0 })

@@ -61,6 +61,9 @@ public struct PublisherOffer: Sendable {
     public var streamID: String
     /// The id to offer urn:3gpp:video-orientation under (nil: not offered).
     public var videoOrientationExtensionID: UInt8?
+    /// Simulcast: every video SSRC, from the smallest layer to the largest
+    /// (`videoSSRC` among them), announced as `a=ssrc-group:SIM`; empty: one layer.
+    public var videoSimulcastSSRCs: [UInt32] = []
     /// The id the publisher offers CVO under.
     public static let defaultVideoOrientationID: UInt8 = 3
     /// "sendonly" for a publisher (WHIP); "recvonly" for a subscriber
@@ -109,7 +112,12 @@ public struct PublisherOffer: Sendable {
             if kind == "video", let id = videoOrientationExtensionID {
                 m.attributes.append(HeaderExtensions.attribute(id: id, uri: HeaderExtensions.videoOrientation))
             }
-            if sends { m.attributes.append(SDPAttribute("ssrc", "\(ssrc) cname:\(cname)")) }
+            if sends, kind == "video", videoSimulcastSSRCs.count > 1 {
+                for layer in videoSimulcastSSRCs { m.attributes.append(SDPAttribute("ssrc", "\(layer) cname:\(cname)")) }
+                m.attributes.append(SDPAttribute("ssrc-group", "SIM " + videoSimulcastSSRCs.map(String.init).joined(separator: " ")))
+            } else if sends {
+                m.attributes.append(SDPAttribute("ssrc", "\(ssrc) cname:\(cname)"))
+            }
             for c in candidates { m.attributes.append(SDPAttribute("candidate", c.attributeValue)) }
             m.attributes.append(SDPAttribute("end-of-candidates"))
             session.media.append(m)

@@ -14,6 +14,9 @@ public struct ViewerOffer: Hashable, Sendable {
         public var proto: String
         /// The id the viewer maps urn:3gpp:video-orientation to (nil: it does not).
         public var videoOrientationExtensionID: UInt8?
+        /// A simulcasting offerer's SSRCs from its `a=ssrc-group:SIM`,
+        /// smallest layer first (RFC 5576 lists them so); empty without one.
+        public var simulcastSSRCs: [UInt32] = []
         /// An audio or video section the viewer receives on (recvonly or sendrecv).
         public var wantsMedia: Bool {
             (kind == "audio" || kind == "video") && (direction == "recvonly" || direction == "sendrecv")
@@ -53,11 +56,23 @@ public struct ViewerOffer: Hashable, Sendable {
         sections = offer.media.map { m in
             Section(kind: m.kind, mid: m.value("mid"), codecs: m.codecs, direction: m.direction,
                     formats: m.formats, proto: m.proto,
-                    videoOrientationExtensionID: HeaderExtensions.id(of: HeaderExtensions.videoOrientation, in: m))
+                    videoOrientationExtensionID: HeaderExtensions.id(of: HeaderExtensions.videoOrientation, in: m),
+                    simulcastSSRCs: Self.simulcastGroup(m))
         }
         guard sections.contains(where: { $0.kind == "audio" || $0.kind == "video" }) else {
             throw .missing("audio or video section")
         }
+    }
+
+    /// The SSRCs of a section's `a=ssrc-group:SIM` (empty: none, or not all numbers).
+    static func simulcastGroup(_ m: MediaDescription) -> [UInt32] {
+        for value in m.values("ssrc-group") {
+            let fields = value.split(separator: " ")
+            guard fields.first == "SIM", fields.count > 2 else { continue }
+            let ssrcs = fields.dropFirst().compactMap { UInt32($0) }
+            if ssrcs.count == fields.count - 1 { return ssrcs }
+        }
+        return []
     }
 
     /// The first section of `kind` that wants media (or, `receiving`, that

@@ -31,30 +31,43 @@ final class MediaHub: Sendable {
     let sendsOnQueueingThread: Bool
 
     private let connections = PThreadLocked<[MediaSenders]>([])
+    /// The simulcast layers frames come in, with the sizes their keyframes said.
+    private let layers: PThreadLocked<SimulcastLayers>
     /// The next keyframe's bookkeeping, and whether video is published at all
     /// (in the same lock: the encoder asks both once a frame).
     private let keyframes = PThreadLocked<(pending: Bool, last: MonotonicTimestamp?, videoOn: Bool)>((true, nil, true))
     /// Whether audio is published at all (OpenTok's publishAudio).
     private let audioOn = PThreadLocked(true)
 
-    init(videoBitrateCeiling: Int, origin: MonotonicTimestamp = .now(), sendsOnQueueingThread: Bool = false) {
+    /// `simulcastLayers`: how many sizes each video frame is sent in (a
+    /// simulcasting publisher's frames, or those the router receives from one).
+    init(videoBitrateCeiling: Int, origin: MonotonicTimestamp = .now(), sendsOnQueueingThread: Bool = false,
+         simulcastLayers: Int = 1) {
         self.videoBitrateCeiling = videoBitrateCeiling
+        layers = PThreadLocked(SimulcastLayers(count: simulcastLayers))
         self.origin = origin
         self.sendsOnQueueingThread = sendsOnQueueingThread
     }
 
     /// A new outgoing stream for a connection, on the hub's RTP clock.
-    func makeStream(kind: MediaKind, payloadType: UInt8) -> RTPStreamSender {
+    func makeStream(kind: MediaKind, payloadType: UInt8, spatialLayer: UInt8 = 0) -> RTPStreamSender {
         RTPStreamSender(kind: kind, ssrc: .random(in: 1...UInt32.max), payloadType: payloadType,
                         clockRate: kind == .audio ? 48_000 : 90_000, historySize: kind == .audio ? 256 : 1024,
-                        timestampBase: kind == .audio ? audioTimestampBase : videoTimestampBase)
+                        timestampBase: kind == .audio ? audioTimestampBase : videoTimestampBase, spatialLayer: spatialLayer)
     }
 
-    /// A connection's send state with streams for `kinds` (payload types set later or here).
-    func makeSenders(_ streams: [(kind: MediaKind, payloadType: UInt8)]) -> MediaSenders {
-        MediaSenders(state: MediaSendState(streams: streams.map { makeStream(kind: $0.kind, payloadType: $0.payloadType) },
-                                           videoBitrate: videoBitrateCeiling),
-                     origin: origin, takesOutlet: sendsOnQueueingThread)
+    /// A connection's send state with streams for `kinds` (payload types set
+    /// later or here). With `simulcastLayers` over 1 (a simulcasting
+    /// publisher's WHIP connection) the video stream carries the largest
+    /// layer, and a stream for each smaller one follows the others.
+    func makeSenders(_ streams: [(kind: MediaKind, payloadType: UInt8)], simulcastLayers: Int = 1) -> MediaSenders {
+        let top = UInt8(max(0, simulcastLayers - 1))
+        var made = streams.map { makeStream(kind: $0.kind, payloadType: $0.payloadType, spatialLayer: $0.kind == .video ? top : 0) }
+        if let video = streams.first(where: { $0.kind == .video }), top > 0 {
+            for layer in (0..<top).reversed() { made.append(makeStream(kind: .video, payloadType: video.payloadType, spatialLayer: layer)) }
+        }
+        return MediaSenders(state: MediaSendState(streams: made, videoBitrate: videoBitrateCeiling),
+                            origin: origin, takesOutlet: sendsOnQueueingThread)
     }
 
     func attach(_ senders: MediaSenders) { connections.withLock { $0.append(senders) } }
@@ -123,14 +136,24 @@ final class MediaHub: Sendable {
 
     /// Hands one frame's payloads to every connection; returns how many queued
     /// it (a connection not sending this kind, waiting for a keyframe, or
-    /// leaving out this temporal layer for a lower frame rate, does not).
+    /// leaving out this temporal layer for a lower frame rate, or this
+    /// simulcast layer for another size, does not). `keyframeSize`: a
+    /// keyframe's picture size, which is how layers' sizes become known.
     @discardableResult
     func send(_ batch: PayloadBatch, kind: MediaKind, rtpTimestamp: UInt32, isKeyframe: Bool, orientation: UInt8 = 0,
-              temporalLayer: UInt8 = 0) -> Int {
+              temporalLayer: UInt8 = 0, spatialLayer: UInt8 = 0, keyframeSize: FrameSize? = nil) -> Int {
         let list = connections.withLock { $0 }
+        var known = SimulcastLayers()
+        if kind == .video {
+            known = layers.withLock { l in
+                if let keyframeSize { l[spatialLayer] = keyframeSize }
+                return l
+            }
+        }
         var queued = 0
         for c in list where c.send(batch, kind: kind, rtpTimestamp: rtpTimestamp, isKeyframe: isKeyframe,
-                                   orientation: orientation, temporalLayer: temporalLayer) {
+                                   orientation: orientation, temporalLayer: temporalLayer, spatialLayer: spatialLayer,
+                                   layers: known) {
             queued += 1
         }
         return queued

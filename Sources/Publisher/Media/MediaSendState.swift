@@ -13,8 +13,16 @@ struct MediaSendState {
     var bitrate: BitrateController
     /// The kinds this connection sends now (empty while not connected).
     var sending: Set<MediaKind> = []
-    /// After (re)connecting, video frames are held back until a keyframe.
-    var waitingForKeyframe = true
+    /// Which simulcast layer the receiver gets on its one video stream (its
+    /// preferredResolution); also holds video back until a keyframe after
+    /// (re)connecting. Not used where each layer has a stream of its own.
+    var layers = SpatialLayerChoice()
+    /// Where each layer has a stream of its own (a simulcasting publisher's
+    /// WHIP connection): the layers still waiting for a keyframe after
+    /// (re)connecting, one bit each.
+    var layersAwaitingKeyframe: UInt8 = .max
+    /// Each simulcast layer on a stream of its own (more than one video stream).
+    let carriesLayers: Bool
     /// Set by PLI/FIR (or a new connection); `MediaHub` takes it for the encoder.
     var keyframeRequested = true
     /// Packets a NACK asked for that were no longer in the history.
@@ -27,6 +35,7 @@ struct MediaSendState {
 
     init(streams: [RTPStreamSender], videoBitrate: Int) {
         self.streams = streams
+        carriesLayers = streams.filter { $0.kind == .video }.count > 1
         pacer = Pacer(bitsPerSecond: videoBitrate + 64_000)
         feedback = Array(repeating: FeedbackCounters(), count: streams.count)
         reception = Array(repeating: RemoteReception(), count: streams.count)
@@ -34,7 +43,9 @@ struct MediaSendState {
     }
 
     func streamIndex(ssrc: UInt32) -> Int? { streams.firstIndex { $0.ssrc == ssrc } }
+    /// The first stream of `kind`: for video, the largest layer.
     func streamIndex(kind: MediaKind) -> Int? { streams.firstIndex { $0.kind == kind } }
+    func streamIndex(videoLayer layer: UInt8) -> Int? { streams.firstIndex { $0.kind == .video && $0.spatialLayer == layer } }
 
     /// Acts on one RTCP packet from the receiver. Returns true when the peer
     /// said goodbye (BYE for the whole session).

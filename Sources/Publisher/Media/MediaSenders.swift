@@ -53,16 +53,25 @@ final class MediaSenders: Sendable {
     func setSending(_ kinds: Set<MediaKind>) {
         state.withLock { s in
             s.sending = kinds
-            s.waitingForKeyframe = kinds.contains(.video)
+            s.layers.restart()
+            s.layersAwaitingKeyframe = .max
             if !kinds.isEmpty { s.keyframeRequested = true }
         }
     }
 
     var isSending: Bool { state.withLock { !$0.sending.isEmpty } }
 
-    /// The SSRC of each stream, by kind.
+    /// The SSRC of each kind's first stream (video: the largest layer's).
     var ssrcs: [MediaKind: UInt32] {
-        state.withLock { s in Dictionary(uniqueKeysWithValues: s.streams.map { ($0.kind, $0.ssrc) }) }
+        state.withLock { s in Dictionary(s.streams.map { ($0.kind, $0.ssrc) }, uniquingKeysWith: { first, _ in first }) }
+    }
+
+    /// The video streams' SSRCs from the smallest layer to the largest,
+    /// where each simulcast layer has its own (empty otherwise).
+    var simulcastSSRCs: [UInt32] {
+        state.withLock { s in
+            s.carriesLayers ? s.streams.filter { $0.kind == .video }.sorted { $0.spatialLayer < $1.spatialLayer }.map(\.ssrc) : []
+        }
     }
 
     /// What the answer (or the viewer's offer) settled: payload types and
@@ -70,7 +79,7 @@ final class MediaSenders: Sendable {
     func negotiated(payloadTypes: [MediaKind: UInt8], videoOrientationExtensionID: UInt8?) {
         state.withLock { s in
             for (kind, type) in payloadTypes {
-                if let index = s.streamIndex(kind: kind) { s.streams[index].payloadType = type }
+                for index in s.streams.indices where s.streams[index].kind == kind { s.streams[index].payloadType = type }
             }
             s.videoOrientationExtensionID = videoOrientationExtensionID
             s.keyframeRequested = true
@@ -82,6 +91,9 @@ final class MediaSenders: Sendable {
     /// The receiver's preferred frame rate (nil: every frame).
     func setPreferredFrameRate(_ rate: Double?) { state.withLock { $0.frameRate.preferred = rate } }
 
+    /// The receiver's preferred picture size (nil: the largest simulcast layer).
+    func setPreferredResolution(_ size: FrameSize?) { state.withLock { $0.layers.preferred = size } }
+
     // MARK: The encoders' side
 
     /// This connection's part of the next video frame's plan, read and
@@ -92,6 +104,8 @@ final class MediaSenders: Sendable {
             plan.keyframeAsked = plan.keyframeAsked || s.keyframeRequested
             s.keyframeRequested = false
             guard s.sending.contains(.video) else { return }
+            // A receiver moving to another simulcast layer waits for its keyframe.
+            if !s.carriesLayers && s.layers.wantsSwitch { plan.keyframeAsked = true }
             plan.receivers += 1
             plan.lowestBitrate = min(plan.lowestBitrate ?? .max, s.bitrate.target)
             if s.videoOrientationExtensionID == nil { plan.allTakeOrientation = false }
@@ -103,18 +117,32 @@ final class MediaSenders: Sendable {
     /// Queues one frame's payloads on this connection's stream of `kind`.
     /// Video waits for a keyframe after (re)connecting: frames the receiver
     /// could not decode are not sent at all; and upper-layer frames are left
-    /// out while the receiver prefers a lower frame rate. `orientation` is
-    /// the CVO byte, sent to a peer that negotiated the extension. True when queued.
+    /// out while the receiver prefers a lower frame rate. Of a simulcast
+    /// stream it gets one layer (`SpatialLayerChoice`), or, where each
+    /// layer has a stream of its own, every layer on its own stream.
+    /// `orientation` is the CVO byte, sent to a peer that negotiated the
+    /// extension. True when queued.
     @discardableResult
     func send(_ batch: PayloadBatch, kind: MediaKind, rtpTimestamp timestamp: UInt32, isKeyframe: Bool,
-              orientation: UInt8 = 0, temporalLayer: UInt8 = 0) -> Bool {
+              orientation: UInt8 = 0, temporalLayer: UInt8 = 0, spatialLayer: UInt8 = 0,
+              layers: SimulcastLayers = SimulcastLayers()) -> Bool {
         let queued = state.withLock { s -> Bool in
-            guard s.sending.contains(kind), let index = s.streamIndex(kind: kind) else { return false }
+            guard s.sending.contains(kind), var index = s.streamIndex(kind: kind) else { return false }
             var headerExtension: OneByteExtension?
             if kind == .video {
+                if s.carriesLayers {
+                    guard let layerIndex = s.streamIndex(videoLayer: spatialLayer) else { return false }
+                    index = layerIndex
+                    let bit: UInt8 = 1 << min(spatialLayer, 7)
+                    if s.layersAwaitingKeyframe & bit != 0 && !isKeyframe { return false }
+                    s.layersAwaitingKeyframe &= ~bit
+                } else {
+                    guard s.layers.admits(layer: spatialLayer, isKeyframe: isKeyframe, layers: layers) else {
+                        return false
+                    }
+                }
+                // Measured on the frames of the layer sent: another layer's are the same pictures again.
                 guard s.frameRate.admits(layer: temporalLayer, rtpTimestamp: timestamp) else { return false }
-                if s.waitingForKeyframe && !isKeyframe { return false }
-                s.waitingForKeyframe = false
                 headerExtension = s.videoOrientationExtensionID.map { OneByteExtension(id: $0, value: orientation) }
             }
             let urgent = kind == .audio

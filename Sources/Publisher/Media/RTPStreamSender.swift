@@ -9,6 +9,8 @@ public enum MediaKind: String, Sendable, Codable { case audio, video }
 struct RTPStreamSender {
     let kind: MediaKind
     let ssrc: UInt32
+    /// The simulcast layer it carries (0 the smallest; 0 without simulcast).
+    let spatialLayer: UInt8
     var payloadType: UInt8
     let clockRate: Int
     /// Random start, as RFC 3550 asks, so restarts are not mistaken for replays.
@@ -28,9 +30,11 @@ struct RTPStreamSender {
     private(set) var hasSent = false
 
     init(kind: MediaKind, ssrc: UInt32, payloadType: UInt8, clockRate: Int, historySize: Int,
-         firstSequence: UInt16 = .random(in: 0...0x7fff), timestampBase: UInt32 = .random(in: 0...UInt32.max)) {
+         firstSequence: UInt16 = .random(in: 0...0x7fff), timestampBase: UInt32 = .random(in: 0...UInt32.max),
+         spatialLayer: UInt8 = 0) {
         self.kind = kind
         self.ssrc = ssrc
+        self.spatialLayer = spatialLayer
         self.payloadType = payloadType
         self.clockRate = clockRate
         sequence = firstSequence

@@ -15,11 +15,29 @@ import Synchronization
 /// the subscribers, merged by the hub, become PLIs too, and the room of the
 /// subscriber with the least becomes a REMB. Runs on the connection's
 /// thread only; the counters are atomics, read from anywhere.
+///
+/// A simulcasting publisher (an `a=ssrc-group:SIM` in its offer) sends each
+/// layer on its own SSRC; each layer has its own jitter buffer and reception
+/// counter, and its frames reach the hub with their layer number, where
+/// each subscriber takes one layer (`SpatialLayerChoice`).
 final class ForwardedFrames: ReceivedRTPSink, @unchecked Sendable {   // state below: transport thread only
     struct Codecs: Sendable {
         var audioPayloadType: UInt8?
         var videoPayloadType: UInt8?
         var videoCodec: VideoCodec?
+        /// The publisher's simulcast SSRCs, smallest layer first (empty: one layer).
+        var simulcastSSRCs: [UInt32] = []
+    }
+
+    /// One layer of the publisher's video (or its only one), on its own SSRC.
+    private struct LayerInput {
+        let ssrc: UInt32
+        let layer: UInt8
+        /// Its packets, put back in order.
+        var jitter: VideoJitterBuffer
+        /// The jitter buffer's counters already added to the atomics.
+        var countedSoFar = VideoJitterBuffer.Counters()
+        var reception: ReceptionCounter
     }
 
     /// Packets forwarded: received from the publisher and queued to a subscriber (once per subscriber).
@@ -56,15 +74,15 @@ final class ForwardedFrames: ReceivedRTPSink, @unchecked Sendable {   // state b
     }()
 
     // Transport-thread state.
-    /// The publisher's video, put back in order; made anew for each SSRC
-    /// (a publisher that restarts its encoder starts a new one).
-    private var video: VideoJitterBuffer?
-    private var videoSSRC: UInt32?
+    /// The publisher's video layers as their packets come. Without
+    /// simulcast, one, made anew for each SSRC (a publisher that restarts
+    /// its encoder starts a new one).
+    private var videoLayers: [LayerInput] = []
     private var videoFrame = PayloadBatch()
+    /// One offset for every layer: a simulcasting publisher stamps a frame's
+    /// layers with the same RTP time.
     private var videoOffset: UInt32?
     private var requests = FeedbackRequests()
-    /// The jitter buffer's counters already added to the atomics above.
-    private var countedSoFar = VideoJitterBuffer.Counters()
     private var audioBatch = PayloadBatch()
     private var audioOffset: UInt32?
     private var dimensions: (Int, Int)?
@@ -72,7 +90,6 @@ final class ForwardedFrames: ReceivedRTPSink, @unchecked Sendable {   // state b
     private var lastREMB = -Double.infinity
     private var lastREMBBitrate = 0
     private var audioReception: ReceptionCounter?
-    private var videoReception: ReceptionCounter?
     /// Seconds between two PLIs: the hub's spacing of keyframes.
     private static let pliSpacing = 0.5
 
@@ -90,7 +107,6 @@ final class ForwardedFrames: ReceivedRTPSink, @unchecked Sendable {   // state b
         }
         let payload = packet[view.payload]
         if view.payloadType == codecs.videoPayloadType {
-            Self.count(view, in: &videoReception)
             receiveVideo(view, packet: packet, now: now, feedback: &feedback)
         } else if view.payloadType == codecs.audioPayloadType {
             Self.count(view, in: &audioReception)
@@ -104,7 +120,7 @@ final class ForwardedFrames: ReceivedRTPSink, @unchecked Sendable {   // state b
         let now = MonotonicTimestamp.now().seconds
         var blocks: [ReceptionReport] = []
         if let block = audioReception?.report(now: now) { blocks.append(block) }
-        if let block = videoReception?.report(now: now) { blocks.append(block) }
+        for index in videoLayers.indices { blocks.append(videoLayers[index].reception.report(now: now)) }
         return blocks.isEmpty ? [] : [.receiverReport(ssrc: feedbackSSRC, reports: blocks)]
     }
 
@@ -112,8 +128,8 @@ final class ForwardedFrames: ReceivedRTPSink, @unchecked Sendable {   // state b
     /// the publisher's round-trip time comes from them.
     func receive(rtcp packets: [RTCPPacket], now: Double) {
         for case .senderReport(let report) in packets {
-            if report.ssrc == videoReception?.ssrc {
-                videoReception?.noteSenderReport(ntpTimestamp: report.ntpTimestamp, arrival: now)
+            if let index = videoLayers.firstIndex(where: { $0.ssrc == report.ssrc }) {
+                videoLayers[index].reception.noteSenderReport(ntpTimestamp: report.ntpTimestamp, arrival: now)
             } else if report.ssrc == audioReception?.ssrc {
                 audioReception?.noteSenderReport(ntpTimestamp: report.ntpTimestamp, arrival: now)
             }
@@ -139,26 +155,45 @@ final class ForwardedFrames: ReceivedRTPSink, @unchecked Sendable {   // state b
 
     private func receiveVideo(_ view: RTPPacketView, packet: ArraySlice<UInt8>, now: Double,
                               feedback: inout [RTCPPacket]) {
-        if view.ssrc != videoSSRC || video == nil {
-            guard let codec = jitterCodec else {
-                packetsDropped.add(1, ordering: .relaxed)
-                return
-            }
-            video = VideoJitterBuffer(codec: codec, settings: Self.videoReception)
-            videoSSRC = view.ssrc
-            countedSoFar = VideoJitterBuffer.Counters()
+        guard let index = layerInput(for: view) else {
+            packetsDropped.add(1, ordering: .relaxed)
+            return
         }
+        videoLayers[index].reception.count(sequence: view.sequenceNumber)
+        let layer = videoLayers[index].layer
         requests.clear()
-        video!.insert(view, bytes: packet, now: now, feedback: &requests)
-        while let frame = video!.nextFrame(into: &videoFrame, now: now, feedback: &requests) {
-            forward(frame, ssrc: view.ssrc, now: now, feedback: &feedback)
+        videoLayers[index].jitter.insert(view, bytes: packet, now: now, feedback: &requests)
+        while let frame = videoLayers[index].jitter.nextFrame(into: &videoFrame, now: now, feedback: &requests) {
+            forward(frame, layer: layer, ssrc: view.ssrc, now: now, feedback: &feedback)
         }
         if !requests.nacks.isEmpty {
             feedback.append(.nack(sender: feedbackSSRC, media: view.ssrc, lost: requests.nacks))
         }
-        if requests.keyframe { askForKeyframe(now: now, ssrc: view.ssrc, into: &feedback) }
-        countVideoReception()
+        if requests.keyframe { askForKeyframe(now: now, into: &feedback) }
+        countVideoReception(index)
     }
+
+    /// The layer a video packet belongs to, made on its first packet; nil
+    /// for an SSRC outside a simulcast group, or a codec the router does not know.
+    private func layerInput(for view: RTPPacketView) -> Int? {
+        if let index = videoLayers.firstIndex(where: { $0.ssrc == view.ssrc }) { return index }
+        guard let codec = jitterCodec else { return nil }
+        let layer: UInt8
+        if codecs.simulcastSSRCs.isEmpty {
+            layer = 0
+            videoLayers.removeAll()
+        } else {
+            guard let position = codecs.simulcastSSRCs.firstIndex(of: view.ssrc) else { return nil }
+            layer = UInt8(min(position, Int(UInt8.max)))
+        }
+        videoLayers.append(LayerInput(ssrc: view.ssrc, layer: layer,
+                                      jitter: VideoJitterBuffer(codec: codec, settings: Self.videoReception),
+                                      reception: ReceptionCounter(ssrc: view.ssrc, firstSequence: view.sequenceNumber)))
+        return videoLayers.count - 1
+    }
+
+    /// The layer whose size is the stream's (`videoDimensions`): the largest.
+    private var topLayer: UInt8 { UInt8(min(max(0, codecs.simulcastSSRCs.count - 1), Int(UInt8.max))) }
 
     private var jitterCodec: VideoJitterBuffer.Codec? {
         switch codecs.videoCodec {
@@ -170,21 +205,24 @@ final class ForwardedFrames: ReceivedRTPSink, @unchecked Sendable {   // state b
 
     /// Hands a whole frame (in `videoFrame`) to the hub, and passes on what
     /// the subscribers ask of the publisher.
-    private func forward(_ frame: VideoJitterBuffer.Frame, ssrc: UInt32, now: Double, feedback: inout [RTCPPacket]) {
-        if frame.isKeyframe { noteDimensions() }
+    private func forward(_ frame: VideoJitterBuffer.Frame, layer: UInt8, ssrc: UInt32, now: Double,
+                         feedback: inout [RTCPPacket]) {
+        let size = frame.isKeyframe ? keyframeSize() : nil
+        if let size, layer == topLayer { noteDimensions(size) }
         let offset = videoOffset ?? (hub.rtpTimestamp(.video, at: .now()) &- frame.timestamp)
         videoOffset = offset
         let queued = hub.send(videoFrame, kind: .video, rtpTimestamp: frame.timestamp &+ offset,
-                              isKeyframe: frame.isKeyframe, temporalLayer: temporalLayer())
+                              isKeyframe: frame.isKeyframe, temporalLayer: temporalLayer(), spatialLayer: layer,
+                              keyframeSize: size.map { FrameSize(width: $0.0, height: $0.1) })
         count(queuedTo: queued, bytes: videoFrame.byteCount, packets: videoFrame.count)
         // What the subscribers ask of the publisher, merged by the hub.
         if let plan = hub.planVideoFrame(now: .now()) {
-            if plan.keyframe { askForKeyframe(now: now, ssrc: ssrc, into: &feedback) }
+            if plan.keyframe { askForKeyframe(now: now, into: &feedback) }
             if now - lastREMB >= 1 || plan.bitrate < lastREMBBitrate * 9 / 10 {
                 lastREMB = now
                 lastREMBBitrate = plan.bitrate
                 feedback.append(.estimatedMaximumBitrate(sender: feedbackSSRC, bitsPerSecond: UInt64(plan.bitrate),
-                                                         ssrcs: [ssrc]))
+                                                         ssrcs: videoLayers.count > 1 ? videoLayers.map(\.ssrc) : [ssrc]))
             }
         }
     }
@@ -196,9 +234,10 @@ final class ForwardedFrames: ReceivedRTPSink, @unchecked Sendable {   // state b
         return videoFrame.withPayload(0) { payload in (try? VP8PayloadDescriptor(parsing: payload))?.temporalLayer ?? 0 }
     }
 
-    /// Adds what the jitter buffer counted since the last packet to the atomics.
-    private func countVideoReception() {
-        guard let counters = video?.counters else { return }
+    /// Adds what a layer's jitter buffer counted since its last packet to the atomics.
+    private func countVideoReception(_ index: Int) {
+        let counters = videoLayers[index].jitter.counters
+        let countedSoFar = videoLayers[index].countedSoFar
         let dropped = (counters.late + counters.duplicates + counters.discarded)
             - (countedSoFar.late + countedSoFar.duplicates + countedSoFar.discarded)
         if dropped > 0 { packetsDropped.add(dropped, ordering: .relaxed) }
@@ -206,19 +245,19 @@ final class ForwardedFrames: ReceivedRTPSink, @unchecked Sendable {   // state b
         if counters.recovered > countedSoFar.recovered {
             packetsRecovered.add(counters.recovered - countedSoFar.recovered, ordering: .relaxed)
         }
-        countedSoFar = counters
+        videoLayers[index].countedSoFar = counters
     }
 
-    /// A keyframe's picture size, reported when it changes: VP8 says it in the
-    /// frame's first payload, H.264 in its SPS (a payload of its own, or in a STAP-A).
-    private func noteDimensions() {
-        guard let size = keyframeSize() else { return }
+    /// The stream's picture size, reported when it changes.
+    private func noteDimensions(_ size: (Int, Int)) {
         if dimensions.map({ $0 != size }) ?? true {
             dimensions = size
             onDimensions(size.0, size.1)
         }
     }
 
+    /// A keyframe's picture size: VP8 says it in the frame's first payload,
+    /// H.264 in its SPS (a payload of its own, or in a STAP-A).
     private func keyframeSize() -> (Int, Int)? {
         guard !videoFrame.isEmpty else { return nil }
         switch codecs.videoCodec {
@@ -238,11 +277,12 @@ final class ForwardedFrames: ReceivedRTPSink, @unchecked Sendable {   // state b
         }
     }
 
-    /// A PLI to the publisher, at most one per keyframe spacing.
-    private func askForKeyframe(now: Double, ssrc: UInt32, into feedback: inout [RTCPPacket]) {
+    /// A PLI to the publisher, at most one per keyframe spacing, for every
+    /// layer: which layer a subscriber lacks is not told apart here.
+    private func askForKeyframe(now: Double, into feedback: inout [RTCPPacket]) {
         guard now - lastPLI >= Self.pliSpacing else { return }
         lastPLI = now
-        feedback.append(.pictureLossIndication(sender: feedbackSSRC, media: ssrc))
+        for layer in videoLayers { feedback.append(.pictureLossIndication(sender: feedbackSSRC, media: layer.ssrc)) }
     }
 
     private func count(queuedTo subscribers: Int, bytes: Int, packets: Int = 1) {

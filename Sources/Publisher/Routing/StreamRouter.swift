@@ -84,11 +84,14 @@ public final class StreamRouter: Sendable {
         }
         guard streams.withLock({ $0[streamID] == nil }) else { throw .streamExists(streamID) }
 
-        let hub = MediaHub(videoBitrateCeiling: settings.videoBitrateCeiling, sendsOnQueueingThread: true)
+        let simulcastSSRCs = video.map { offer.sections[$0.index].simulcastSSRCs } ?? []
+        let hub = MediaHub(videoBitrateCeiling: settings.videoBitrateCeiling, sendsOnQueueingThread: true,
+                           simulcastLayers: max(1, simulcastSSRCs.count))
         let frames = ForwardedFrames(
             hub: hub,
             codecs: .init(audioPayloadType: audio?.codec.payloadType, videoPayloadType: video?.codec.payloadType,
-                          videoCodec: video?.kind),
+                          videoCodec: video?.kind,
+                          simulcastSSRCs: simulcastSSRCs),
             onDimensions: { width, height in events(.videoDimensions(width: width, height: height)) })
         let transport: PeerTransport
         do {
@@ -148,7 +151,8 @@ public final class StreamRouter: Sendable {
         transport.start(remote: PeerTransport.Remote(
             ufrag: offer.iceUfrag, password: offer.icePwd, isLite: false, fingerprint: offer.fingerprint,
             setup: offer.setup == "passive" ? "passive" : "active", candidates: PeerTransport.usable(offer.candidates)))
-        logger.info("stream \(streamID): publisher answered (\([audio.map { _ in "audio opus" }, video.map { "video \($0.codec.name)" }].compactMap { $0 }.joined(separator: ", ")))")
+        let layers = simulcastSSRCs.count
+        logger.info("stream \(streamID): publisher answered (\([audio.map { _ in "audio opus" }, video.map { "video \($0.codec.name)" }].compactMap { $0 }.joined(separator: ", "))\(layers > 1 ? ", \(layers) simulcast layers" : ""))")
         return publication
     }
 
@@ -216,6 +220,15 @@ public final class StreamRouter: Sendable {
     public func setSubscriberFrameRate(subscriberID: String, _ rate: Double?) -> Bool {
         guard let stream = stream(ofSubscriber: subscriberID) else { return false }
         return stream.subscribers.setPreferredFrameRate(id: subscriberID, rate)
+    }
+
+    /// One subscriber's preferred picture size (nil: the largest): it gets
+    /// the largest simulcast layer that fits, where the publisher simulcasts
+    /// (`camagent publish --simulcast`). False when there is no such subscriber.
+    @discardableResult
+    public func setSubscriberResolution(subscriberID: String, _ size: FrameSize?) -> Bool {
+        guard let stream = stream(ofSubscriber: subscriberID) else { return false }
+        return stream.subscribers.setPreferredResolution(id: subscriberID, size)
     }
 
     /// The stream a subscriber receives, while both are there.

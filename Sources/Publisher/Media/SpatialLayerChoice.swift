@@ -1,0 +1,99 @@
+import MediaTypes
+
+/// The simulcast layers a hub's frames come in: how many, and each one's
+/// size as its latest keyframe said (the hub keeps this, so a receiver that
+/// joins late knows the sizes before the next keyframes). Fixed storage: a
+/// copy per frame allocates nothing.
+struct SimulcastLayers: Sendable, Equatable {
+    /// Layers told apart; a higher layer number counts as the highest.
+    static let maxCount: UInt8 = 4
+
+    /// How many layers the source sends (1: no simulcast).
+    let count: UInt8
+    private var size0, size1, size2, size3: FrameSize?
+
+    init(count: Int = 1) {
+        self.count = UInt8(min(max(count, 1), Int(Self.maxCount)))
+    }
+
+    /// The largest layer: a source lists its layers from small to large.
+    var top: UInt8 { count - 1 }
+
+    /// A layer's number as kept here (numbers past the last count as the last).
+    func clamped(_ layer: UInt8) -> UInt8 { min(layer, top) }
+
+    subscript(layer: UInt8) -> FrameSize? {
+        get {
+            switch clamped(layer) {
+            case 0: size0
+            case 1: size1
+            case 2: size2
+            default: size3
+            }
+        }
+        set {
+            switch clamped(layer) {
+            case 0: size0 = newValue
+            case 1: size1 = newValue
+            case 2: size2 = newValue
+            default: size3 = newValue
+            }
+        }
+    }
+}
+
+/// Which simulcast layer one receiver gets (OpenTok's preferredResolution).
+/// A simulcasting publisher encodes each frame more than once, at more than
+/// one size, and sends each size on an SSRC of its own: its spatial layers,
+/// 0 the smallest. A receiver has one video stream and gets one layer on it:
+/// the largest whose size fits within what it prefers, the smallest when
+/// none fits, and the largest when it prefers nothing (or no size is known yet).
+///
+/// A receiver moves to another layer only at a keyframe of that layer: the
+/// other layer's frames do not follow on from the ones it had. Until that
+/// keyframe the old layer keeps coming, so the picture never stops. A
+/// stream without layers is all layer 0, and this only holds video back
+/// until its first keyframe after (re)connecting.
+struct SpatialLayerChoice: Sendable {
+    /// The size the receiver would like (nil: the largest layer).
+    var preferred: FrameSize?
+    /// The layer being sent; nil until the first keyframe after (re)connecting.
+    private(set) var current: UInt8?
+    /// The layers as the last frame offered found them.
+    private var layers = SimulcastLayers()
+
+    /// Video starts again at a keyframe: the receiver (re)connected.
+    mutating func restart() { current = nil }
+
+    /// The layer this receiver should get now.
+    var target: UInt8 {
+        guard let preferred else { return layers.top }
+        var fitting: (layer: UInt8, area: Int)?
+        var smallest: (layer: UInt8, area: Int)?
+        for layer in 0...layers.top {
+            guard let size = layers[layer] else { continue }
+            if size.width <= preferred.width, size.height <= preferred.height, size.pixelCount > (fitting?.area ?? -1) {
+                fitting = (layer, size.pixelCount)
+            }
+            if size.pixelCount < (smallest?.area ?? .max) { smallest = (layer, size.pixelCount) }
+        }
+        return fitting?.layer ?? smallest?.layer ?? layers.top
+    }
+
+    /// Whether the receiver gets one layer and waits for another's keyframe
+    /// to switch: the publisher is asked for one. (The first keyframe after
+    /// connecting is asked for when the connection starts.)
+    var wantsSwitch: Bool { current.map { $0 != target } ?? false }
+
+    /// Whether a frame of `layer` goes to this receiver; `layers` as the hub
+    /// knows them, this frame's keyframe size included.
+    mutating func admits(layer: UInt8, isKeyframe: Bool, layers: SimulcastLayers) -> Bool {
+        self.layers = layers
+        let layer = layers.clamped(layer)
+        if isKeyframe, layer == target {
+            current = layer
+            return true
+        }
+        return layer == current
+    }
+}

@@ -1,0 +1,205 @@
+import MediaTypes
+@testable import Publisher
+import RTP
+import SDP
+import Testing
+
+/// preferredResolution: which simulcast layer each receiver gets, and when it switches.
+@Suite("Choosing a simulcast layer (SpatialLayerChoice)")
+struct SpatialLayerChoiceTests {
+    static let small = FrameSize(width: 320, height: 180), large = FrameSize(width: 640, height: 360)
+
+    /// Two layers whose sizes the hub has learnt.
+    static var known: SimulcastLayers {
+        var layers = SimulcastLayers(count: 2)
+        layers[0] = small
+        layers[1] = large
+        return layers
+    }
+
+    /// A receiver that got its first keyframe of the layer it wanted.
+    static func started(_ preferred: FrameSize?) -> SpatialLayerChoice {
+        var choice = SpatialLayerChoice()
+        choice.preferred = preferred
+        _ = choice.admits(layer: 0, isKeyframe: true, layers: known)
+        _ = choice.admits(layer: 1, isKeyframe: true, layers: known)
+        return choice
+    }
+
+    @Test func withoutAPreferenceTheLargestLayerGoes() {
+        #expect(Self.started(nil).current == 1)
+        // Sizes not known yet: the largest too, not the first that comes.
+        var choice = SpatialLayerChoice()
+        do { let admitted = choice.admits(layer: 0, isKeyframe: true, layers: SimulcastLayers(count: 2)); #expect(!admitted) }
+        do { let admitted = choice.admits(layer: 1, isKeyframe: true, layers: SimulcastLayers(count: 2)); #expect(admitted) }
+    }
+
+    static let preferences: [(FrameSize, UInt8)] = [
+        (FrameSize(width: 320, height: 240), 0), (FrameSize(width: 640, height: 360), 1),
+        (FrameSize(width: 1920, height: 1080), 1), (FrameSize(width: 100, height: 100), 0), (FrameSize(width: 640, height: 200), 0),
+    ]
+
+    @Test func theLargestLayerThatFitsOrElseTheSmallest() {
+        for (preferred, layer) in Self.preferences {
+            #expect(Self.started(preferred).current == layer, "\(preferred)")
+            #expect(Self.started(preferred).target == layer, "\(preferred)")
+        }
+    }
+
+    @Test func aSwitchWaitsForTheNewLayersKeyframeAndTheOldLayerGoesOnUntilThen() {
+        var choice = Self.started(nil)
+        #expect(!choice.wantsSwitch)
+        choice.preferred = Self.small
+        #expect(choice.wantsSwitch)
+        do { let admitted = choice.admits(layer: 0, isKeyframe: false, layers: Self.known); #expect(!admitted) }   // does not follow on from layer 1
+        do { let admitted = choice.admits(layer: 1, isKeyframe: false, layers: Self.known); #expect(admitted) }    // the picture goes on meanwhile
+        do { let admitted = choice.admits(layer: 0, isKeyframe: true, layers: Self.known); #expect(admitted) }
+        #expect(choice.current == 0 && !choice.wantsSwitch)
+        do { let admitted = choice.admits(layer: 1, isKeyframe: true, layers: Self.known); #expect(!admitted) }
+        do { let admitted = choice.admits(layer: 0, isKeyframe: false, layers: Self.known); #expect(admitted) }
+    }
+
+    @Test func aStreamWithoutLayersGoesWholeFromItsFirstKeyframe() {
+        var choice = SpatialLayerChoice()
+        choice.preferred = Self.small   // nothing to choose from: layer 0 regardless
+        var one = SimulcastLayers()
+        do { let admitted = choice.admits(layer: 0, isKeyframe: false, layers: one); #expect(!admitted) }
+        one[0] = Self.large
+        do { let admitted = choice.admits(layer: 0, isKeyframe: true, layers: one); #expect(admitted) }
+        do { let admitted = choice.admits(layer: 0, isKeyframe: false, layers: one); #expect(admitted) }
+        #expect(!choice.wantsSwitch)
+        choice.restart()
+        do { let admitted = choice.admits(layer: 0, isKeyframe: false, layers: one); #expect(!admitted) }
+    }
+}
+
+@Suite("Simulcast through the send path and the router")
+struct SimulcastForwardingTests {
+    static let videoPT: UInt8 = 100
+    static let smallSSRC: UInt32 = 0x1111, largeSSRC: UInt32 = 0x2222
+
+    static func frame(ssrc: UInt32, seq: UInt16, ts: UInt32, keyframe: Bool, size: FrameSize) -> [UInt8] {
+        var out: [UInt8] = []
+        RTPHeader(payloadType: videoPT, sequenceNumber: seq, timestamp: ts, ssrc: ssrc, marker: true).write(to: &out)
+        return out + ForwardedFramesTests.vp8Payload(first: true, keyframe: keyframe, width: size.width, height: size.height,
+                                                     fill: UInt8(truncatingIfNeeded: ssrc))
+    }
+
+    /// One capture time's frames: the small layer's, then the large one's, as the publisher sends them.
+    static func both(_ n: Int, keyframe: Bool) -> [[UInt8]] {
+        [frame(ssrc: smallSSRC, seq: UInt16(100 + n), ts: UInt32(n * 3000), keyframe: keyframe,
+               size: SpatialLayerChoiceTests.small),
+         frame(ssrc: largeSSRC, seq: UInt16(500 + n), ts: UInt32(n * 3000), keyframe: keyframe,
+               size: SpatialLayerChoiceTests.large)]
+    }
+
+    struct Rig {
+        let hub = MediaHub(videoBitrateCeiling: 1_000_000, simulcastLayers: 2)
+        let frames: ForwardedFrames
+        let dimensions = PThreadLocked<[(Int, Int)]>([])
+
+        init() {
+            let seen = dimensions
+            frames = ForwardedFrames(hub: hub, codecs: .init(audioPayloadType: nil, videoPayloadType: SimulcastForwardingTests.videoPT,
+                                                             videoCodec: .vp8,
+                                                             simulcastSSRCs: [SimulcastForwardingTests.smallSSRC,
+                                                                              SimulcastForwardingTests.largeSSRC]),
+                                     onDimensions: { w, h in seen.withLock { $0.append((w, h)) } })
+        }
+
+        func subscriber(preferring size: FrameSize?) -> MediaSenders {
+            let senders = hub.makeSenders([(.video, 96)])
+            hub.attach(senders)
+            senders.setSending([.video])
+            senders.setPreferredResolution(size)
+            return senders
+        }
+
+        func feed(_ packets: [[UInt8]], now: Double = 10) -> [RTCPPacket] {
+            var all: [RTCPPacket] = []
+            for p in packets {
+                var feedback: [RTCPPacket] = []
+                frames.receive(rtp: p[...], now: now, feedback: &feedback)
+                all += feedback
+            }
+            return all
+        }
+    }
+
+    /// The fill byte of each packet's payload tells which layer it came from.
+    static func layers(_ packets: [RTPPacket]) -> [UInt32] {
+        packets.map { UInt32($0.payload.last!) == (smallSSRC & 0xff) ? smallSSRC : largeSSRC }
+    }
+
+    @Test func eachSubscriberGetsOneLayerOnItsOwnStreamAndTheStreamsSizeIsTheLargest() throws {
+        let rig = Rig()
+        let full = rig.subscriber(preferring: nil)
+        let thumbnail = rig.subscriber(preferring: FrameSize(width: 320, height: 240))
+        _ = rig.feed(Self.both(0, keyframe: true) + Self.both(1, keyframe: false) + Self.both(2, keyframe: false))
+        let toFull = try MediaHubTests.drain(full), toThumbnail = try MediaHubTests.drain(thumbnail)
+        #expect(Self.layers(toFull) == [Self.largeSSRC, Self.largeSSRC, Self.largeSSRC])
+        #expect(Self.layers(toThumbnail) == [Self.smallSSRC, Self.smallSSRC, Self.smallSSRC])
+        for sent in [toFull, toThumbnail] {
+            #expect(Set(sent.map(\.header.ssrc)).count == 1)
+            #expect(zip(sent, sent.dropFirst()).allSatisfy { $1.header.sequenceNumber == $0.header.sequenceNumber &+ 1 })
+        }
+        // A frame's two layers share one RTP time: the same pictures at the same times.
+        #expect(toFull.map(\.header.timestamp) == toThumbnail.map(\.header.timestamp))
+        #expect(rig.dimensions.withLock { $0.map(\.0) } == [640])
+        // Each layer is received (and reported) on its own.
+        guard case .receiverReport(_, let blocks)? = rig.frames.receiverReports().first else {
+            Issue.record("no receiver report")
+            return
+        }
+        #expect(Set(blocks.map(\.ssrc)) == [Self.smallSSRC, Self.largeSSRC])
+    }
+
+    @Test func aSubscriberThatChangesItsPreferenceSwitchesAtTheOtherLayersKeyframe() async throws {
+        let rig = Rig()
+        let subscriber = rig.subscriber(preferring: nil)
+        _ = rig.feed(Self.both(0, keyframe: true) + Self.both(1, keyframe: false))
+        subscriber.setPreferredResolution(FrameSize(width: 320, height: 180))
+        // The keyframe it needs is asked of the publisher, for every layer.
+        try await Task.sleep(for: MediaHub.keyframeSpacing + .milliseconds(100))
+        let feedback = rig.feed(Self.both(2, keyframe: false), now: 11)
+        let asked = feedback.compactMap { if case .pictureLossIndication(_, let media) = $0 { media } else { nil } }
+        #expect(Set(asked) == [Self.smallSSRC, Self.largeSSRC])
+        _ = rig.feed(Self.both(3, keyframe: true) + Self.both(4, keyframe: false), now: 12)
+        let sent = try MediaHubTests.drain(subscriber)
+        #expect(Self.layers(sent) == [Self.largeSSRC, Self.largeSSRC, Self.largeSSRC, Self.smallSSRC, Self.smallSSRC])
+        #expect(zip(sent, sent.dropFirst()).allSatisfy { $1.header.sequenceNumber == $0.header.sequenceNumber &+ 1 })
+    }
+
+    @Test func aPacketOnAnSSRCOutsideTheGroupIsDropped() {
+        let rig = Rig()
+        _ = rig.subscriber(preferring: nil)
+        _ = rig.feed([Self.frame(ssrc: 0x3333, seq: 1, ts: 0, keyframe: true, size: SpatialLayerChoiceTests.large)])
+        #expect(rig.frames.packetsDropped.load(ordering: .relaxed) == 1)
+        #expect(rig.frames.packetsForwarded.load(ordering: .relaxed) == 0)
+    }
+
+    /// A simulcasting publisher's WHIP connection: each layer on its own
+    /// stream, each waiting for its own keyframe; the offer names them in a SIM group.
+    @Test func aSimulcastingPublisherSendsEachLayerOnItsOwnSSRCAndOffersThemAsAGroup() throws {
+        let hub = MediaHub(videoBitrateCeiling: 1_000_000, simulcastLayers: 2)
+        let whip = hub.makeSenders([(.audio, 111), (.video, 96)], simulcastLayers: 2)
+        hub.attach(whip)
+        whip.setSending([.audio, .video])
+        let ssrcs = whip.simulcastSSRCs
+        #expect(ssrcs.count == 2 && ssrcs[1] == whip.ssrcs[.video])
+        var batch = PayloadBatch()
+        batch.append(payload: [1, 2, 3][...])
+        #expect(hub.send(batch, kind: .video, rtpTimestamp: 0, isKeyframe: false, spatialLayer: 0) == 0)
+        #expect(hub.send(batch, kind: .video, rtpTimestamp: 0, isKeyframe: true, spatialLayer: 1) == 1)
+        #expect(hub.send(batch, kind: .video, rtpTimestamp: 0, isKeyframe: true, spatialLayer: 0) == 1)
+        #expect(hub.send(batch, kind: .video, rtpTimestamp: 3000, isKeyframe: false, spatialLayer: 0) == 1)
+        let sent = try MediaHubTests.drain(whip)
+        #expect(sent.map(\.header.ssrc) == [ssrcs[1], ssrcs[0], ssrcs[0]])
+
+        var offer = PublisherOffer(iceUfrag: "ufrag", icePwd: "password-password", fingerprint: "AB:CD", candidates: [],
+                                   audio: [.opus], video: [.vp8], audioSSRC: 7, videoSSRC: ssrcs[1], cname: "c")
+        offer.videoSimulcastSSRCs = ssrcs
+        let parsed = try ViewerOffer(try SessionDescription(parsing: offer.sessionDescription(sessionID: 1).text))
+        #expect(parsed.sections.map(\.simulcastSSRCs) == [[], ssrcs])
+    }
+}
