@@ -201,12 +201,16 @@ public final class Session: Sendable {
 
     /// Tells the router what a subscriber wants (subscribeToVideo etc.); nil leaves a setting as it is.
     public func subscriberSettings(subscriberId: String, subscribeToAudio: Bool? = nil, subscribeToVideo: Bool? = nil,
-                                   subscribeToCaptions: Bool? = nil, preferredFrameRate: Double? = nil) throws(SessionError) {
+                                   subscribeToCaptions: Bool? = nil, preferredFrameRate: Double? = nil,
+                                   preferredResolution: FrameSize? = nil) throws(SessionError) {
         var message: [String: Any] = ["type": "subscriberSettings", "subscriberId": subscriberId]
         if let subscribeToAudio { message["subscribeToAudio"] = subscribeToAudio }
         if let subscribeToVideo { message["subscribeToVideo"] = subscribeToVideo }
         if let subscribeToCaptions { message["subscribeToCaptions"] = subscribeToCaptions }
         if let preferredFrameRate { message["preferredFrameRate"] = preferredFrameRate }
+        if let preferredResolution {
+            message["preferredResolution"] = ["width": preferredResolution.width, "height": preferredResolution.height]
+        }
         try send(message)
     }
 
@@ -332,7 +336,8 @@ public final class Session: Sendable {
         subscriber.onSettingsChange { [weak self, logger] id, wishes in
             do {
                 try self?.subscriberSettings(subscriberId: id, subscribeToAudio: wishes.audio, subscribeToVideo: wishes.video,
-                                             subscribeToCaptions: wishes.captions, preferredFrameRate: wishes.frameRate)
+                                             subscribeToCaptions: wishes.captions, preferredFrameRate: wishes.frameRate,
+                                             preferredResolution: wishes.resolution)
             } catch {
                 logger.notice("subscriberSettings for \(id) not sent: \(error)")
             }

@@ -45,6 +45,10 @@ public final class Subscriber: Sendable {
         var settingsHandler: (@Sendable (String, SubscriberWishes) -> Void)?
         var subscribeToCaptions = false
         var preferredFrameRate: Double?
+        var preferredResolution: FrameSize?
+        /// The WHEP resource whose subscriber was told the wishes as soon as
+        /// it was answered, before its media connected.
+        var wishesSentEarlyFor: String?
         /// `connected` was said: until then the decoder's first
         /// `videoDimensions` waits here, so events come in their natural order
         /// (the decoder's thread can get a keyframe out before this thread wakes).
@@ -179,6 +183,21 @@ public final class Subscriber: Sendable {
         }
     }
 
+    /// The picture size this subscriber would like (OpenTok's
+    /// preferredResolution), told to the router through `onSettingsChange`;
+    /// may be set before connecting. camagent's router honours it where the
+    /// publisher simulcasts (`camagent publish --simulcast`): the subscriber
+    /// gets the largest layer that fits, or the smallest when none does,
+    /// switching at that layer's next keyframe. nil leaves the router's choice as it was.
+    public var preferredResolution: FrameSize? {
+        get { control.withLock { $0.preferredResolution } }
+        set {
+            guard control.withLock({ c in defer { c.preferredResolution = newValue }; return c.preferredResolution != newValue })
+            else { return }
+            settingsChanged()
+        }
+    }
+
     /// The subscriber's id at the server: the last segment of its WHEP
     /// resource (camagent's router names subscribers so); nil when not connected.
     public var subscriberID: String? {
@@ -211,13 +230,20 @@ public final class Subscriber: Sendable {
         onEvent(event)
     }
 
-    private func settingsChanged() {
-        let (handler, id, captions, frameRate) = control.withLock {
-            ($0.settingsHandler, $0.resource, $0.subscribeToCaptions, $0.preferredFrameRate)
+    /// Whether the router must be told anything: a wish that is not its default.
+    private var wishesDiffer: Bool {
+        !subscribeToVideo || !subscribeToAudio || subscribeToCaptions || preferredFrameRate != nil || preferredResolution != nil
+    }
+
+    /// Tells the wishes through `onSettingsChange`, for the connected
+    /// subscriber (or the one at `resource`, answered but not yet connected).
+    private func settingsChanged(resource: String? = nil) {
+        let (handler, current, captions, frameRate, resolution) = control.withLock {
+            ($0.settingsHandler, $0.resource, $0.subscribeToCaptions, $0.preferredFrameRate, $0.preferredResolution)
         }
-        guard let handler, let id = id?.split(separator: "/").last else { return }
+        guard let handler, let id = (resource ?? current)?.split(separator: "/").last else { return }
         handler(String(id), SubscriberWishes(audio: subscribeToAudio, video: subscribeToVideo, captions: captions,
-                                             frameRate: frameRate))
+                                             frameRate: frameRate, resolution: resolution))
     }
 
     public var state: SubscriberState { control.withLock { $0.state } }
@@ -355,6 +381,13 @@ public final class Subscriber: Sendable {
             try? client.stop(session)
             return .failed(error)
         }
+        // What differs from the defaults goes to the router now, while ICE
+        // and DTLS connect: a preferred size chosen before the first
+        // keyframe spares the renderer a first picture of the wrong size.
+        if wishesDiffer {
+            control.withLock { $0.wishesSentEarlyFor = session.resourceURL }
+            settingsChanged(resource: session.resourceURL)
+        }
         transport.start(remote: PeerTransport.Remote(
             ufrag: answer.iceUfrag, password: answer.icePwd, isLite: answer.iceLite, fingerprint: answer.fingerprint,
             setup: answer.setup, candidates: PeerTransport.usable(answer.candidates)))
@@ -387,8 +420,8 @@ public final class Subscriber: Sendable {
                     c.resource = session.resourceURL
                     return c.videoOffForQuality
                 }
-                // A new subscriber id at the server: it hears what differs from the defaults.
-                if !subscribeToVideo || !subscribeToAudio || subscribeToCaptions || preferredFrameRate != nil {
+                // A new subscriber id at the server: it hears what differs from the defaults (if not yet).
+                if wishesDiffer, control.withLock({ $0.wishesSentEarlyFor }) != session.resourceURL {
                     settingsChanged()
                 }
                 setState(.connected)

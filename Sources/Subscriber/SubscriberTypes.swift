@@ -33,12 +33,15 @@ public struct SubscriberWishes: Sendable, Equatable {
     public var captions: Bool
     /// preferredFrameRate (nil: not asked; the router sends every frame).
     public var frameRate: Double?
+    /// preferredResolution (nil: not asked; the router sends the largest simulcast layer).
+    public var resolution: FrameSize?
 
-    public init(audio: Bool, video: Bool, captions: Bool, frameRate: Double? = nil) {
+    public init(audio: Bool, video: Bool, captions: Bool, frameRate: Double? = nil, resolution: FrameSize? = nil) {
         self.audio = audio
         self.video = video
         self.captions = captions
         self.frameRate = frameRate
+        self.resolution = resolution
     }
 }
 

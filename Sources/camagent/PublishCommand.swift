@@ -50,6 +50,9 @@ struct PublishCommand: ParsableCommand {
     @Flag(help: "Live captions of this stream's audio (publishCaptions), recognised on this machine. In its own session (no --whip or --session) they start at once and show on the session page; with --session the router recognises speech while that session's captions run (POST /v2/sessions/SID/captions) and sends the text to subscribers that want it. Needs audio.")
     var captions = false
 
+    @Flag(help: "With --session or --whip: also send each frame at half the width and height, on an SSRC of its own (simulcast, a=ssrc-group:SIM), so camagent's router can send subscribers that ask for a smaller picture (preferredResolution) the small one. Costs a second encode, about a quarter of the first.")
+    var simulcast = false
+
     @Flag(name: .customLong("audio-fallback"), inversion: .prefixedNo,
           help: "Let the session stop sending video to a subscriber under heavy loss, and send it again when the loss clears (OpenTok's audio fallback): a router's with --session, its own otherwise.")
     var audioFallback = true
@@ -136,6 +139,9 @@ struct PublishCommand: ParsableCommand {
         if let stun, parseHostPort(stun) == nil { throw ValidationError("--stun takes host:port with a numeric IP") }
         if session != nil && whip != nil { throw ValidationError("--session and --whip contradict each other: --session is a WHIP endpoint too") }
         if session != nil && token == nil { throw ValidationError("--session needs --token: a publisher token of that session (camagent token)") }
+        if simulcast && session == nil && whip == nil {
+            throw ValidationError("--simulcast needs --session or --whip: the built-in session's viewers get the captured size")
+        }
         // With a server and no --listen there is no built-in viewer for these to apply to.
         // (--viewer-token-file is left alone: the service passes it whatever the configuration.)
         if (session != nil || whip != nil) && listen == nil, open || viewerToken != nil {
@@ -224,6 +230,7 @@ struct PublishCommand: ParsableCommand {
         settings.connectTimeout = connectTimeout
         settings.reconnect = whipReconnect
         settings.viewerConsentTimeout = viewerTimeout
+        settings.simulcast = simulcast
 
         var cameras: [PublishedCamera] = []
         // Set once the embedded session runs (after the publishers exist), read by their events.
@@ -286,13 +293,18 @@ struct PublishCommand: ParsableCommand {
                 negotiated.size = "\(s.outputFormat.width)x\(s.outputFormat.height)"
                 negotiated.fps = s.grantedFramesPerSecond
                 negotiated.device = s.device
+                if settings.simulcast {
+                    let full = FrameSize(width: s.outputFormat.width, height: s.outputFormat.height)
+                    negotiated.simulcast = [full, PublisherSettings.simulcastSmallSize(of: full)].map(\.description)
+                }
                 if !json { cameraOut.say(s.negotiationText) }
             }
             negotiated.audioDevice = microphone?.captureSettings?.device
             if json { cameraOut.emit(negotiated) } else {
                 let into = joined.map { "session \($0.url)" + ($0.isRelayed ? " (relayed)" : "") }
                 let targets = [whip, into, listenAddress.map { "viewers on \($0.host):\($0.port)" }].compactMap { $0 }
-                cameraOut.say("publish:   \(negotiated.codec)\(negotiated.audioCodec.map { " + \($0)" } ?? "") to \(targets.joined(separator: " and "))")
+                let layers = negotiated.simulcast.map { " (simulcast \($0.joined(separator: " and ")))" } ?? ""
+                cameraOut.say("publish:   \(negotiated.codec)\(layers)\(negotiated.audioCodec.map { " + \($0)" } ?? "") to \(targets.joined(separator: " and "))")
             }
             cameras.append(PublishedCamera(publisher: publisher, out: cameraOut, negotiated: negotiated,
                                            streamName: streamName))
@@ -355,7 +367,8 @@ struct PublishCommand: ParsableCommand {
         service.ready(status: "Publishing \(what.joined(separator: ", ")) to \(targets.joined(separator: " and "))")
         if stdinControl {
             let publishers = cameras.map(\.publisher)
-            StdinControl.start { kind, on in
+            StdinControl.start { command in
+                guard case .media(let kind, let on) = command else { return }
                 for publisher in publishers {
                     if kind == .video { publisher.publishVideo = on } else { publisher.publishAudio = on }
                 }
@@ -474,6 +487,8 @@ struct NegotiatedSummary: Encodable {
     var fps: Double?
     var device: String?
     var audioDevice: String?
+    /// With --simulcast: each layer's size, largest first.
+    var simulcast: [String]?
 }
 
 /// Prints publisher events: JSON lines on stdout, or a status line on stderr.

@@ -1,3 +1,4 @@
+import MediaTypes
 import Publisher
 import SessionServer
 
@@ -51,6 +52,10 @@ struct RouterMediaEngine: SessionMediaEngine {
 
     func setSubscriberFrameRate(subscriberID: String, _ rate: Double?) {
         router.setSubscriberFrameRate(subscriberID: subscriberID, rate)
+    }
+
+    func setSubscriberResolution(subscriberID: String, _ size: (width: Int, height: Int)?) {
+        router.setSubscriberResolution(subscriberID: subscriberID, size.map { FrameSize(width: $0.width, height: $0.height) })
     }
 
     func setAudioFallback(streamID: String, enabled: Bool) {

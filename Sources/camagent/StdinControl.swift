@@ -1,24 +1,41 @@
 import Foundation
+import MediaTypes
 import Publisher
 
 /// `--stdin-control` of publish and subscribe: lines on stdin, one command
 /// each ('video off', 'video on', 'audio off', 'audio on'), for scripts and
 /// operators. Publish turns what it sends off and on (publishVideo,
-/// publishAudio); subscribe what it receives (subscribeToVideo/Audio).
+/// publishAudio); subscribe what it receives (subscribeToVideo/Audio), and
+/// takes 'resolution WxH' or 'resolution any' too (preferredResolution).
 enum StdinControl {
+    enum Command: Sendable {
+        case media(MediaKind, on: Bool)
+        case preferredResolution(FrameSize)
+    }
+
     /// Reads stdin on a thread of its own until it ends, handing each command to `apply`.
-    static func start(_ apply: @escaping @Sendable (_ kind: MediaKind, _ on: Bool) -> Void) {
+    static func start(takesResolution: Bool = false, _ apply: @escaping @Sendable (Command) -> Void) {
+        let known = "video on|off, audio on|off" + (takesResolution ? ", resolution WxH|any" : "")
         let thread = Thread {
             while let line = readLine() {
-                let words = line.lowercased().split(separator: " ")
-                guard words.count == 2, let kind = MediaKind(rawValue: String(words[0])), ["on", "off"].contains(words[1]) else {
-                    printError("camagent: unknown command \"\(line)\" (video on|off, audio on|off)")
+                guard let command = parse(line, takesResolution: takesResolution) else {
+                    printError("camagent: unknown command \"\(line)\" (\(known))")
                     continue
                 }
-                apply(kind, words[1] == "on")
+                apply(command)
             }
         }
         thread.name = "camagent-stdin"
         thread.start()
+    }
+
+    static func parse(_ line: String, takesResolution: Bool) -> Command? {
+        let words = line.lowercased().split(separator: " ").map(String.init)
+        guard words.count == 2 else { return nil }
+        if let kind = MediaKind(rawValue: words[0]), ["on", "off"].contains(words[1]) { return .media(kind, on: words[1] == "on") }
+        guard takesResolution, words[0] == "resolution" else { return nil }
+        // The contract has no way to take a preference back: the largest size the router takes fits every layer.
+        if words[1] == "any" { return .preferredResolution(FrameSize(width: 7680, height: 4320)) }
+        return FrameSize(parsing: words[1]).map { .preferredResolution($0) }
     }
 }

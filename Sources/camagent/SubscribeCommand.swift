@@ -59,6 +59,9 @@ struct SubscribeCommand: ParsableCommand {
     @Option(help: "With --session: the frame rate to receive at most (preferredFrameRate). camagent's router then sends half the publisher's frames when it makes VP8 temporal layers, as camagent publish does; other publishers' streams come whole.")
     var preferredFrameRate: Double?
 
+    @Option(help: "With --session: the picture size to receive at most, WxH (preferredResolution). camagent's router then sends the largest simulcast layer that fits (the smallest when none does) when the publisher simulcasts, as `camagent publish --simulcast` does; other streams come at their one size.")
+    var preferredResolution: String?
+
     @Option(help: "Stop after this many seconds, counted from the start: waiting for the stream and connecting count (default: until the stream ends or interrupted).")
     var duration: Double?
 
@@ -89,11 +92,16 @@ struct SubscribeCommand: ParsableCommand {
     @Flag(help: "Print events and stats as JSON lines on stdout.")
     var json = false
 
-    @Flag(help: "Read commands on stdin, one per line: 'video off', 'video on', 'audio off', 'audio on' (subscribeToVideo/Audio, live).")
+    @Flag(help: "Read commands on stdin, one per line: 'video off', 'video on', 'audio off', 'audio on' (subscribeToVideo/Audio, live); with --session also 'resolution WxH' and 'resolution any' (preferredResolution, live).")
     var stdinControl = false
 
     @OptionGroup var global: GlobalOptions
     @OptionGroup var configFile: ConfigFileOption
+
+    /// --preferred-resolution's WxH, within what the router takes.
+    private func preferredSize(_ text: String) -> FrameSize? {
+        FrameSize(parsing: text).flatMap { $0.width <= 7680 && $0.height <= 4320 ? $0 : nil }
+    }
 
     func validate() throws {
         if (session == nil) == (whep == nil) { throw ValidationError("give one of --session URL or --whep URL") }
@@ -107,6 +115,12 @@ struct SubscribeCommand: ParsableCommand {
         if noAudio && audioOut != "none" { throw ValidationError("--no-audio leaves audio out: --audio-out \(audioOut) would get nothing") }
         if whep != nil && preferredFrameRate != nil {
             throw ValidationError("--preferred-frame-rate needs --session: the wish goes over the session's signalling")
+        }
+        if whep != nil && preferredResolution != nil {
+            throw ValidationError("--preferred-resolution needs --session: the wish goes over the session's signalling")
+        }
+        if let text = preferredResolution, preferredSize(text) == nil {
+            throw ValidationError("--preferred-resolution takes WxH, 1x1 to 7680x4320 (got \(text))")
         }
         if let rate = preferredFrameRate, !(1...120).contains(rate) {
             throw ValidationError("--preferred-frame-rate must be 1 to 120")
@@ -213,6 +227,7 @@ struct SubscribeCommand: ParsableCommand {
                 // Said to the router once connected (and again after each reconnection).
                 subscriber.subscribeToCaptions = captions
                 subscriber.preferredFrameRate = preferredFrameRate
+                subscriber.preferredResolution = preferredResolution.flatMap(preferredSize)
             } else {
                 subscriber = try Subscriber(endpoint: endpoint, token: token, settings: settings, video: videoRenderer,
                                             audio: audioRenderer, logger: logger) { event in out.event(event) }
@@ -228,8 +243,12 @@ struct SubscribeCommand: ParsableCommand {
         defer { withExtendedLifetime(signals) {} }
         subscriber.start()
         if stdinControl {
-            StdinControl.start { kind, on in
-                if kind == .video { subscriber.subscribeToVideo = on } else { subscriber.subscribeToAudio = on }
+            StdinControl.start(takesResolution: session != nil) { command in
+                switch command {
+                case .media(.video, let on): subscriber.subscribeToVideo = on
+                case .media(.audio, let on): subscriber.subscribeToAudio = on
+                case .preferredResolution(let size): subscriber.preferredResolution = size
+                }
             }
         }
         var nextStats = MonotonicTimestamp.now() + .seconds(1)

@@ -367,6 +367,89 @@ def test_a_subscriber_preferring_a_lower_frame_rate_gets_the_base_layer(net, wor
     assert publisher.returncode == 0, "".join(publisher.output)[-2000:]
 
 
+@pytest.mark.parametrize("codec", ["vp8", "h264"])
+def test_a_subscriber_preferring_a_smaller_picture_gets_the_simulcast_layer_that_fits(net, workdir, codec):
+    """preferredResolution (`subscribe --preferred-resolution`): `publish --simulcast` sends each
+    frame at 640x360 and at 320x180, on two SSRCs announced as an a=ssrc-group:SIM; the router
+    sends a subscriber that prefers at most 320x240 the small layer, from its first picture on,
+    and the subscriber beside it, which prefers nothing, the large one. Both are the test
+    pattern with its counter advancing; neither decodes a picture of the other size."""
+    router = Router(net, workdir)
+    session = router.create_session()
+    url = router.session_url(session)
+    publisher = start_publisher(net, workdir, "--session", url, "--token", router.token(session, "publisher"),
+                                "--simulcast", codec=codec, size="640x360", duration=WATCH + 14)
+    router.wait_for_streams(session, 1)
+    outputs = {"full": os.path.join(workdir, "full.y4m"), "small": os.path.join(workdir, "small.y4m")}
+    token = router.token(session, "subscriber")
+    procs = {name: net.start([BIN, "subscribe", "--session", url, "--token", token, "--first", "--no-audio",
+                              "--video-out", path, "--duration", str(WATCH), "--json",
+                              *(["--preferred-resolution", "320x240"] if name == "small" else [])], f"sub-{name}", workdir)
+             for name, path in outputs.items()}
+    sizes = {"full": (640, 360), "small": (320, 180)}
+    for name, proc in procs.items():
+        out, _ = proc.communicate(timeout=90)
+        assert proc.returncode == 0, (name, proc.returncode, open(proc.log_path).read()[-3000:], router.log())
+        lines = json_lines(out)
+        summary = events(lines, "summary")[-1]["video"]
+        assert summary["decodeErrors"] == 0, (name, summary)
+        seen = {(e["width"], e["height"]) for e in events(lines, "video") if e.get("state") == "dimensions"}
+        assert seen == {sizes[name]}, (name, seen)
+        check_pattern_y4m(outputs[name], fps=15, seconds=WATCH, size=sizes[name])
+    publisher.wait(timeout=60)
+    assert publisher.returncode == 0, "".join(publisher.output)[-2000:]
+    negotiated = events(json_lines("".join(publisher.output)), "negotiated")
+    assert negotiated and negotiated[0]["simulcast"] == ["640x360", "320x180"], negotiated
+
+
+def test_a_subscriber_changing_its_preferred_resolution_live_switches_layers(net, workdir):
+    """preferredResolution changed while receiving (`subscribe --stdin-control`: 'resolution WxH',
+    'resolution any'): the router moves the subscriber to the other simulcast layer at that
+    layer's next keyframe, on the same connection, and the decoder follows the size without an
+    error. Bounded waits; how soon the switch comes is not asserted."""
+    router = Router(net, workdir)
+    session = router.create_session()
+    url = router.session_url(session)
+    publisher = start_publisher(net, workdir, "--session", url, "--token", router.token(session, "publisher"),
+                                "--simulcast", size="640x360", duration=120)
+    router.wait_for_streams(session, 1)
+    subscriber = net.start([BIN, "subscribe", "--session", url, "--token", router.token(session, "subscriber"),
+                            "--first", "--no-audio", "--stdin-control", "--duration", "90", "--json"],
+                           "camagent-subscriber", workdir, stdin=subprocess.PIPE)
+    lines = []
+
+    def until(predicate, what, timeout=30):
+        for line in output_lines(subscriber, timeout, lines):
+            event = json.loads(line) if line.startswith("{") else {}
+            if predicate(event):
+                return event
+        raise AssertionError(f"no {what} within {timeout} s (exit {subscriber.poll()}):\n" + "".join(lines[-40:])
+                             + open(subscriber.log_path).read()[-3000:] + router.log())
+
+    def size(width, height):
+        return lambda e: e.get("event") == "video" and e.get("state") == "dimensions" \
+            and (e["width"], e["height"]) == (width, height)
+
+    def command(text):
+        subscriber.stdin.write(text + "\n")
+        subscriber.stdin.flush()
+
+    until(size(640, 360), "first picture of 640x360")
+    command("resolution 320x180")
+    until(size(320, 180), "switch to the 320x180 layer")
+    small = until(lambda e: e.get("event") == "stats", "stats line")["video"]
+    command("resolution any")
+    until(size(640, 360), "switch back to the 640x360 layer")
+    later = until(lambda e: e.get("event") == "stats" and e["video"]["framesDecoded"] >= small["framesDecoded"] + 15,
+                  "15 more frames decoded after switching back")["video"]
+    assert later["decodeErrors"] == 0, later
+    subscriber.stdin.close()
+    net.stop(subscriber)
+    states = [e["state"] for e in events(json_lines("".join(lines)), "state")]
+    assert states == ["connected"], states   # one connection throughout: no reconnect
+    net.stop(publisher)
+
+
 @pytest.mark.parametrize("where", ["router", "publishs-own-session"])
 def test_the_publishers_video_and_audio_off_and_on(net, workdir, where):
     """`publish --stdin-control`: 'video off' stops encoding and sending video (publishVideo), the

@@ -66,6 +66,8 @@ public protocol SessionMediaEngine: Sendable {
     func setSubscriberMedia(subscriberID: String, audio: Bool, video: Bool)
     /// One subscriber's preferredFrameRate (nil: every frame).
     func setSubscriberFrameRate(subscriberID: String, _ rate: Double?)
+    /// One subscriber's preferredResolution (nil: the largest simulcast layer).
+    func setSubscriberResolution(subscriberID: String, _ size: (width: Int, height: Int)?)
     /// Audio fallback for a stream's subscribers (on unless its publisher says no).
     func setAudioFallback(streamID: String, enabled: Bool)
     /// Where audio fallback's steps go: subscriber id and the message type
@@ -114,6 +116,7 @@ extension SessionMediaEngine {
     /// Engines that cannot choose per subscriber send everything.
     public func setSubscriberMedia(subscriberID: String, audio: Bool, video: Bool) {}
     public func setSubscriberFrameRate(subscriberID: String, _ rate: Double?) {}
+    public func setSubscriberResolution(subscriberID: String, _ size: (width: Int, height: Int)?) {}
     public func setAudioFallback(streamID: String, enabled: Bool) {}
     public func onSubscriberVideoQuality(_ handler: @escaping @Sendable (_ subscriberID: String, _ messageType: String) -> Void) {}
     /// Engines without a speech engine.

@@ -185,6 +185,10 @@ struct SignallingConnection: Sendable {
                     // Honoured where the publisher makes temporal layers: half its rate, or all of it.
                     services.media.setSubscriberFrameRate(subscriberID: subscriberID, rate)
                 }
+                if let size = settings.preferredResolution {
+                    // Honoured where the publisher simulcasts: the largest layer that fits.
+                    services.media.setSubscriberResolution(subscriberID: subscriberID, size)
+                }
             }
         } catch let refusal as SignallingRefusal {
             logger.debug("signalling message refused", metadata: ["code": "\(refusal.code)", "reason": "\(refusal.message)"])

@@ -57,6 +57,12 @@ struct EmbeddedMediaEngine: SessionMediaEngine {
         }
     }
 
+    /// The embedded publisher encodes one size (no simulcast): only routed
+    /// streams (a page publishing into the session) could have layers.
+    func setSubscriberResolution(subscriberID: String, _ size: (width: Int, height: Int)?) {
+        routed.setSubscriberResolution(subscriberID: subscriberID, size)
+    }
+
     func setAudioFallback(streamID: String, enabled: Bool) {
         if !local.setAudioFallback(streamID: streamID, enabled: enabled) {
             routed.setAudioFallback(streamID: streamID, enabled: enabled)
