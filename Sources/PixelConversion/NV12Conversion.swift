@@ -22,13 +22,16 @@ public enum JPEGError: Error, Hashable, Sendable, CustomStringConvertible {
 
 /// Conversions into and out of NV12 frames, all through libyuv (SIMD, no allocation).
 public enum NV12Conversion {
-    /// The frame's picture scaled into `destination`'s size (a simulcast
-    /// layer): box-filtered luma, bilinear chroma (libyuv filters NV12's
-    /// interleaved chroma no better), no allocation.
-    public static func scale(_ source: VideoFrame, into destination: VideoFrame) {
+    /// The frame's picture at half its width and height in `destination`
+    /// (a simulcast layer): exactly 2:1 from the source's top left where
+    /// the source is large enough (an odd half drops the last column or
+    /// row), so libyuv takes its 2:1 path, which allocates nothing (its
+    /// other ratios allocate a row buffer per call: only a picture under
+    /// 4x4 gets there).
+    public static func halve(_ source: VideoFrame, into destination: VideoFrame) {
         _ = NV12Scale(source.yPlane.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32(source.yStride),
                       source.uvPlane.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32(source.uvStride),
-                      Int32(source.width), Int32(source.height),
+                      Int32(min(source.width, destination.width * 2)), Int32(min(source.height, destination.height * 2)),
                       destination.yPlane.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32(destination.yStride),
                       destination.uvPlane.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32(destination.uvStride),
                       Int32(destination.width), Int32(destination.height), kFilterBox)

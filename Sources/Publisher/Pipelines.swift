@@ -157,7 +157,7 @@ final class VideoPipeline: VideoCaptureConsumer, @unchecked Sendable {   // enco
                        bitrate: max(plan.bitrate - smallBitrate, 100_000), keyframe: plan.keyframe,
                        timestamp: timestamp, orientation: orientationByte)
             let half = halfSize(of: picture)
-            NV12Conversion.scale(picture, into: half)
+            NV12Conversion.halve(picture, into: half)
             half.timestamp = picture.timestamp
             half.sequence = picture.sequence
             try encode(half, layer: 0, with: &small, codec: codec, fps: fps, bitrate: smallBitrate,

@@ -14,8 +14,9 @@ public struct ViewerOffer: Hashable, Sendable {
         public var proto: String
         /// The id the viewer maps urn:3gpp:video-orientation to (nil: it does not).
         public var videoOrientationExtensionID: UInt8?
-        /// A simulcasting offerer's SSRCs from its `a=ssrc-group:SIM`,
-        /// smallest layer first (RFC 5576 lists them so); empty without one.
+        /// A simulcasting offerer's SSRCs from its `a=ssrc-group:SIM` (RFC
+        /// 5576's ssrc-group, with libwebrtc's SIM semantics: the smallest
+        /// layer first); empty without one.
         public var simulcastSSRCs: [UInt32] = []
         /// An audio or video section the viewer receives on (recvonly or sendrecv).
         public var wantsMedia: Bool {

@@ -46,9 +46,9 @@ public final class Subscriber: Sendable {
         var subscribeToCaptions = false
         var preferredFrameRate: Double?
         var preferredResolution: FrameSize?
-        /// The WHEP resource whose subscriber was told the wishes as soon as
-        /// it was answered, before its media connected.
-        var wishesSentEarlyFor: String?
+        /// The WHEP resource answered and not yet connected: wishes changed
+        /// meanwhile go to its subscriber (`resource` is set once connected).
+        var answeredResource: String?
         /// `connected` was said: until then the decoder's first
         /// `videoDimensions` waits here, so events come in their natural order
         /// (the decoder's thread can get a keyframe out before this thread wakes).
@@ -205,15 +205,17 @@ public final class Subscriber: Sendable {
     }
 
     /// Called (on the caller's thread) when subscribeToAudio/Video/Captions
-    /// change, and after each new connection while one is not the default,
-    /// with the subscriber's id: a `Session` sends them to the router as
-    /// `subscriberSettings`.
+    /// or the preferred frame rate or resolution change, and, while one is
+    /// not the default, for each new subscriber at the server twice: when
+    /// its WHEP answer comes (before its media connects) and once it
+    /// connects; with the subscriber's id. A `Session` sends them to the
+    /// router as `subscriberSettings`.
     public func onSettingsChange(_ handler: @escaping @Sendable (_ subscriberID: String, _ wishes: SubscriberWishes) -> Void) {
         control.withLock { $0.settingsHandler = handler }
     }
 
-    /// Says subscribeToAudio/Video/Captions and the preferred frame rate
-    /// again through `onSettingsChange`: its `Session` joined again under a new
+    /// Says subscribeToAudio/Video/Captions and the preferred frame rate and
+    /// resolution again through `onSettingsChange`: its `Session` joined again under a new
     /// connection, and the router keeps them per connection.
     public func repeatSettings() { settingsChanged() }
 
@@ -236,12 +238,13 @@ public final class Subscriber: Sendable {
     }
 
     /// Tells the wishes through `onSettingsChange`, for the connected
-    /// subscriber (or the one at `resource`, answered but not yet connected).
-    private func settingsChanged(resource: String? = nil) {
-        let (handler, current, captions, frameRate, resolution) = control.withLock {
-            ($0.settingsHandler, $0.resource, $0.subscribeToCaptions, $0.preferredFrameRate, $0.preferredResolution)
+    /// subscriber, or the one answered and still connecting.
+    private func settingsChanged() {
+        let (handler, resource, captions, frameRate, resolution) = control.withLock {
+            ($0.settingsHandler, $0.resource ?? $0.answeredResource, $0.subscribeToCaptions, $0.preferredFrameRate,
+             $0.preferredResolution)
         }
-        guard let handler, let id = (resource ?? current)?.split(separator: "/").last else { return }
+        guard let handler, let id = resource?.split(separator: "/").last else { return }
         handler(String(id), SubscriberWishes(audio: subscribeToAudio, video: subscribeToVideo, captions: captions,
                                              frameRate: frameRate, resolution: resolution))
     }
@@ -384,10 +387,8 @@ public final class Subscriber: Sendable {
         // What differs from the defaults goes to the router now, while ICE
         // and DTLS connect: a preferred size chosen before the first
         // keyframe spares the renderer a first picture of the wrong size.
-        if wishesDiffer {
-            control.withLock { $0.wishesSentEarlyFor = session.resourceURL }
-            settingsChanged(resource: session.resourceURL)
-        }
+        control.withLock { $0.answeredResource = session.resourceURL }
+        if wishesDiffer { settingsChanged() }
         transport.start(remote: PeerTransport.Remote(
             ufrag: answer.iceUfrag, password: answer.icePwd, isLite: answer.iceLite, fingerprint: answer.fingerprint,
             setup: answer.setup, candidates: PeerTransport.usable(answer.candidates)))
@@ -400,6 +401,7 @@ public final class Subscriber: Sendable {
             control.withLock { c in
                 c.selectedPair = nil
                 c.resource = nil
+                c.answeredResource = nil
             }
         }
         var connected = false
@@ -420,10 +422,9 @@ public final class Subscriber: Sendable {
                     c.resource = session.resourceURL
                     return c.videoOffForQuality
                 }
-                // A new subscriber id at the server: it hears what differs from the defaults (if not yet).
-                if wishesDiffer, control.withLock({ $0.wishesSentEarlyFor }) != session.resourceURL {
-                    settingsChanged()
-                }
+                // A new subscriber id at the server: it hears what differs from the defaults, again
+                // (the router takes the same wishes twice as once; one sent before the socket was up is not lost).
+                if wishesDiffer { settingsChanged() }
                 setState(.connected)
                 onEvent(reconnecting ? .reconnected(selectedPair: pair) : .connected(codecs: codecs.joined(separator: "+"), selectedPair: pair))
                 let held = control.withLock { c in

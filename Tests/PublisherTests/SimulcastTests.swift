@@ -21,8 +21,8 @@ struct SpatialLayerChoiceTests {
     static func started(_ preferred: FrameSize?) -> SpatialLayerChoice {
         var choice = SpatialLayerChoice()
         choice.preferred = preferred
-        _ = choice.admits(layer: 0, isKeyframe: true, layers: known)
-        _ = choice.admits(layer: 1, isKeyframe: true, layers: known)
+        _ = choice.admit(layer: 0, isKeyframe: true, rtpTimestamp: 3000, layers: known)
+        _ = choice.admit(layer: 1, isKeyframe: true, rtpTimestamp: 6000, layers: known)
         return choice
     }
 
@@ -30,8 +30,8 @@ struct SpatialLayerChoiceTests {
         #expect(Self.started(nil).current == 1)
         // Sizes not known yet: the largest too, not the first that comes.
         var choice = SpatialLayerChoice()
-        do { let admitted = choice.admits(layer: 0, isKeyframe: true, layers: SimulcastLayers(count: 2)); #expect(!admitted) }
-        do { let admitted = choice.admits(layer: 1, isKeyframe: true, layers: SimulcastLayers(count: 2)); #expect(admitted) }
+        do { let admitted = choice.admit(layer: 0, isKeyframe: true, rtpTimestamp: 9000, layers: SimulcastLayers(count: 2)); #expect(admitted == nil) }
+        do { let admitted = choice.admit(layer: 1, isKeyframe: true, rtpTimestamp: 12000, layers: SimulcastLayers(count: 2)); #expect(admitted != nil) }
     }
 
     static let preferences: [(FrameSize, UInt8)] = [
@@ -51,25 +51,56 @@ struct SpatialLayerChoiceTests {
         #expect(!choice.wantsSwitch)
         choice.preferred = Self.small
         #expect(choice.wantsSwitch)
-        do { let admitted = choice.admits(layer: 0, isKeyframe: false, layers: Self.known); #expect(!admitted) }   // does not follow on from layer 1
-        do { let admitted = choice.admits(layer: 1, isKeyframe: false, layers: Self.known); #expect(admitted) }    // the picture goes on meanwhile
-        do { let admitted = choice.admits(layer: 0, isKeyframe: true, layers: Self.known); #expect(admitted) }
+        do { let admitted = choice.admit(layer: 0, isKeyframe: false, rtpTimestamp: 15000, layers: Self.known); #expect(admitted == nil) }   // does not follow on from layer 1
+        do { let admitted = choice.admit(layer: 1, isKeyframe: false, rtpTimestamp: 18000, layers: Self.known); #expect(admitted != nil) }    // the picture goes on meanwhile
+        do { let admitted = choice.admit(layer: 0, isKeyframe: true, rtpTimestamp: 21000, layers: Self.known); #expect(admitted != nil) }
         #expect(choice.current == 0 && !choice.wantsSwitch)
-        do { let admitted = choice.admits(layer: 1, isKeyframe: true, layers: Self.known); #expect(!admitted) }
-        do { let admitted = choice.admits(layer: 0, isKeyframe: false, layers: Self.known); #expect(admitted) }
+        do { let admitted = choice.admit(layer: 1, isKeyframe: true, rtpTimestamp: 24000, layers: Self.known); #expect(admitted == nil) }
+        do { let admitted = choice.admit(layer: 0, isKeyframe: false, rtpTimestamp: 27000, layers: Self.known); #expect(admitted != nil) }
+    }
+
+    /// At a stream's start a layer's size may not be known yet: one that
+    /// is not is taken for smaller than the known ones above it.
+    @Test func aReceiverPreferringASmallPictureDoesNotStartOnTheLargeLayerWhileTheSmallOnesSizeIsUnknown() {
+        var onlyLarge = SimulcastLayers(count: 2)
+        onlyLarge[1] = Self.large
+        var choice = SpatialLayerChoice()
+        choice.preferred = Self.small
+        do { let admitted = choice.admit(layer: 1, isKeyframe: true, rtpTimestamp: 0, layers: onlyLarge); #expect(admitted == nil) }
+        do { let admitted = choice.admit(layer: 0, isKeyframe: true, rtpTimestamp: 0, layers: Self.known); #expect(admitted != nil) }
+        #expect(choice.current == 0)
+    }
+
+    /// The new layer's keyframe may be the same picture as the old layer's
+    /// last frame (a source sends a frame's layers one after the other), or
+    /// older (each layer has its own jitter buffer at the router): its time
+    /// is moved on so that time never goes back for the receiver, and moved
+    /// back at the next switch that needs no move.
+    @Test func aSwitchNeverGoesBackInTime() {
+        var choice = Self.started(nil)
+        #expect(choice.admit(layer: 1, isKeyframe: false, rtpTimestamp: 9000, layers: Self.known) == 9000)
+        choice.preferred = Self.small
+        #expect(choice.admit(layer: 0, isKeyframe: true, rtpTimestamp: 9000, layers: Self.known) == 9001)
+        #expect(choice.current == 0 && !choice.wantsSwitch)
+        #expect(choice.admit(layer: 0, isKeyframe: false, rtpTimestamp: 12000, layers: Self.known) == 12001)
+        choice.preferred = nil
+        #expect(choice.admit(layer: 1, isKeyframe: true, rtpTimestamp: 9000, layers: Self.known) == 12002)   // older still
+        #expect(choice.admit(layer: 1, isKeyframe: false, rtpTimestamp: 15000, layers: Self.known) == 18002)
+        choice.preferred = Self.small
+        #expect(choice.admit(layer: 0, isKeyframe: true, rtpTimestamp: 21000, layers: Self.known) == 21000)
     }
 
     @Test func aStreamWithoutLayersGoesWholeFromItsFirstKeyframe() {
         var choice = SpatialLayerChoice()
         choice.preferred = Self.small   // nothing to choose from: layer 0 regardless
         var one = SimulcastLayers()
-        do { let admitted = choice.admits(layer: 0, isKeyframe: false, layers: one); #expect(!admitted) }
+        do { let admitted = choice.admit(layer: 0, isKeyframe: false, rtpTimestamp: 30000, layers: one); #expect(admitted == nil) }
         one[0] = Self.large
-        do { let admitted = choice.admits(layer: 0, isKeyframe: true, layers: one); #expect(admitted) }
-        do { let admitted = choice.admits(layer: 0, isKeyframe: false, layers: one); #expect(admitted) }
+        do { let admitted = choice.admit(layer: 0, isKeyframe: true, rtpTimestamp: 33000, layers: one); #expect(admitted != nil) }
+        do { let admitted = choice.admit(layer: 0, isKeyframe: false, rtpTimestamp: 36000, layers: one); #expect(admitted != nil) }
         #expect(!choice.wantsSwitch)
         choice.restart()
-        do { let admitted = choice.admits(layer: 0, isKeyframe: false, layers: one); #expect(!admitted) }
+        do { let admitted = choice.admit(layer: 0, isKeyframe: false, rtpTimestamp: 39000, layers: one); #expect(admitted == nil) }
     }
 }
 
@@ -168,6 +199,50 @@ struct SimulcastForwardingTests {
         let sent = try MediaHubTests.drain(subscriber)
         #expect(Self.layers(sent) == [Self.largeSSRC, Self.largeSSRC, Self.largeSSRC, Self.smallSSRC, Self.smallSSRC])
         #expect(zip(sent, sent.dropFirst()).allSatisfy { $1.header.sequenceNumber == $0.header.sequenceNumber &+ 1 })
+    }
+
+    /// camagent's publisher sends a frame's large layer first: a switch down
+    /// happens at the small layer's keyframe of the same picture, one tick
+    /// later on the subscriber's clock, and its time never goes back.
+    @Test func aSwitchDownWhenTheLargeLayerComesFirstKeepsTimeGoingForward() throws {
+        let rig = Rig()
+        let subscriber = rig.subscriber(preferring: nil)
+        _ = rig.feed(Self.both(0, keyframe: true).reversed() + Self.both(1, keyframe: false).reversed())
+        subscriber.setPreferredResolution(FrameSize(width: 320, height: 180))
+        _ = rig.feed(Self.both(2, keyframe: true).reversed() + Self.both(3, keyframe: false).reversed(), now: 11)
+        let sent = try MediaHubTests.drain(subscriber)
+        #expect(Self.layers(sent) == [Self.largeSSRC, Self.largeSSRC, Self.largeSSRC, Self.smallSSRC, Self.smallSSRC])
+        let times = sent.map(\.header.timestamp)
+        #expect(zip(times, times.dropFirst()).allSatisfy { Int32(bitPattern: $1 &- $0) > 0 }, "\(times)")
+        #expect(times[3] == times[2] &+ 1)
+    }
+
+    /// The router's REMB asks for the largest layer's room: a subscriber of
+    /// the small layer, with little room, does not hold everyone's picture down.
+    @Test func aSubscriberOfTheSmallLayerDoesNotHoldTheBitrateDown() {
+        let rig = Rig()
+        let full = rig.subscriber(preferring: nil)
+        let thumbnail = rig.subscriber(preferring: FrameSize(width: 320, height: 180))
+        _ = rig.feed(Self.both(0, keyframe: true))
+        _ = thumbnail.handle([.estimatedMaximumBitrate(sender: 1, bitsPerSecond: 150_000, ssrcs: [])], arrivedAtCompactNTP: 0)
+        _ = full.handle([.estimatedMaximumBitrate(sender: 1, bitsPerSecond: 800_000, ssrcs: [])], arrivedAtCompactNTP: 0)
+        #expect(rig.hub.planVideoFrame(now: .now())?.bitrate == 800_000)
+    }
+
+    /// A simulcasting publisher gets a report block per layer in each
+    /// receiver report; only the largest layer's steers the bitrate, once.
+    @Test func onlyTheLargestLayersLossSteersThePublishersBitrate() {
+        let hub = MediaHub(videoBitrateCeiling: 1_000_000, simulcastLayers: 2)
+        let whip = hub.makeSenders([(.video, 96)], simulcastLayers: 2)
+        let ssrcs = whip.simulcastSSRCs
+        func report(_ ssrc: UInt32, lost: UInt8) -> ReceptionReport {
+            ReceptionReport(ssrc: ssrc, fractionLost: lost, cumulativeLost: 0, highestSequence: 1, jitter: 0,
+                            lastSenderReport: 0, delaySinceLastSenderReport: 0)
+        }
+        _ = whip.handle([.receiverReport(ssrc: 1, reports: [report(ssrcs[0], lost: 128)])], arrivedAtCompactNTP: 0)
+        #expect(whip.withStateForTesting { $0.bitrate.target } == 1_000_000)
+        _ = whip.handle([.receiverReport(ssrc: 1, reports: [report(ssrcs[1], lost: 128)])], arrivedAtCompactNTP: 0)
+        #expect(whip.withStateForTesting { $0.bitrate.target } == 750_000)
     }
 
     @Test func aPacketOnAnSSRCOutsideTheGroupIsDropped() {

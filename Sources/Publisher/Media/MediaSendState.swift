@@ -97,6 +97,7 @@ struct MediaSendState {
         r.jitter = Double(block.jitter) / Double(streams[s].clockRate)
         if let rtt = block.roundTripSeconds(arrivedAtCompactNTP: now) { r.roundTripTime = rtt }
         reception[s] = r
-        if streams[s].kind == .video { bitrate.reportedLoss(r.fractionLost) }
+        // One video stream steers the bitrate: with simulcast layers, the largest (the first).
+        if streams[s].kind == .video, s == streamIndex(kind: .video) { bitrate.reportedLoss(r.fractionLost) }
     }
 }

@@ -107,7 +107,11 @@ final class MediaSenders: Sendable {
             // A receiver moving to another simulcast layer waits for its keyframe.
             if !s.carriesLayers && s.layers.wantsSwitch { plan.keyframeAsked = true }
             plan.receivers += 1
-            plan.lowestBitrate = min(plan.lowestBitrate ?? .max, s.bitrate.target)
+            // The bitrate asked of the encoder (the router's REMB) is the largest layer's: a
+            // receiver of a smaller one does not hold it down.
+            if s.carriesLayers || !s.layers.receivesLowerLayer {
+                plan.lowestBitrate = min(plan.lowestBitrate ?? .max, s.bitrate.target)
+            }
             if s.videoOrientationExtensionID == nil { plan.allTakeOrientation = false }
         }
     }
@@ -123,13 +127,16 @@ final class MediaSenders: Sendable {
     /// `orientation` is the CVO byte, sent to a peer that negotiated the
     /// extension. True when queued.
     @discardableResult
-    func send(_ batch: PayloadBatch, kind: MediaKind, rtpTimestamp timestamp: UInt32, isKeyframe: Bool,
+    func send(_ batch: PayloadBatch, kind: MediaKind, rtpTimestamp: UInt32, isKeyframe: Bool,
               orientation: UInt8 = 0, temporalLayer: UInt8 = 0, spatialLayer: UInt8 = 0,
               layers: SimulcastLayers = SimulcastLayers()) -> Bool {
         let queued = state.withLock { s -> Bool in
             guard s.sending.contains(kind), var index = s.streamIndex(kind: kind) else { return false }
             var headerExtension: OneByteExtension?
+            var timestamp = rtpTimestamp
             if kind == .video {
+                // Every frame offered is measured (a simulcast frame's layers share one time: no gap).
+                guard s.frameRate.admits(layer: temporalLayer, rtpTimestamp: rtpTimestamp) else { return false }
                 if s.carriesLayers {
                     guard let layerIndex = s.streamIndex(videoLayer: spatialLayer) else { return false }
                     index = layerIndex
@@ -137,12 +144,12 @@ final class MediaSenders: Sendable {
                     if s.layersAwaitingKeyframe & bit != 0 && !isKeyframe { return false }
                     s.layersAwaitingKeyframe &= ~bit
                 } else {
-                    guard s.layers.admits(layer: spatialLayer, isKeyframe: isKeyframe, layers: layers) else {
+                    guard let sent = s.layers.admit(layer: spatialLayer, isKeyframe: isKeyframe, rtpTimestamp: rtpTimestamp,
+                                                    layers: layers) else {
                         return false
                     }
+                    timestamp = sent
                 }
-                // Measured on the frames of the layer sent: another layer's are the same pictures again.
-                guard s.frameRate.admits(layer: temporalLayer, rtpTimestamp: timestamp) else { return false }
                 headerExtension = s.videoOrientationExtensionID.map { OneByteExtension(id: $0, value: orientation) }
             }
             let urgent = kind == .audio

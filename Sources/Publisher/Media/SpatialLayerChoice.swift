@@ -47,7 +47,11 @@ struct SimulcastLayers: Sendable, Equatable {
 /// one size, and sends each size on an SSRC of its own: its spatial layers,
 /// 0 the smallest. A receiver has one video stream and gets one layer on it:
 /// the largest whose size fits within what it prefers, the smallest when
-/// none fits, and the largest when it prefers nothing (or no size is known yet).
+/// none fits, and the largest when it prefers nothing. Sizes are learnt from
+/// keyframes, so at a stream's start some may not be known: a layer whose
+/// size is not known yet is taken to be smaller than the ones above it (a
+/// source lists its layers from small to large), so a receiver that
+/// prefers a small picture does not start on a large one.
 ///
 /// A receiver moves to another layer only at a keyframe of that layer: the
 /// other layer's frames do not follow on from the ones it had. Until that
@@ -61,9 +65,21 @@ struct SpatialLayerChoice: Sendable {
     private(set) var current: UInt8?
     /// The layers as the last frame offered found them.
     private var layers = SimulcastLayers()
+    /// The RTP time of the last frame let through, as sent.
+    private var lastSent: UInt32?
+    /// Added to the RTP time of the layer being sent, so that time never
+    /// goes back for the receiver at a switch: the new layer's keyframe may
+    /// be the same picture as the old layer's last frame (a source sends a
+    /// frame's layers one after the other), or older (each layer has its own
+    /// jitter buffer at the router). 0 unless that happened.
+    private var shift: UInt32 = 0
 
     /// Video starts again at a keyframe: the receiver (re)connected.
-    mutating func restart() { current = nil }
+    mutating func restart() {
+        current = nil
+        lastSent = nil
+        shift = 0
+    }
 
     /// The layer this receiver should get now.
     var target: UInt8 {
@@ -77,7 +93,10 @@ struct SpatialLayerChoice: Sendable {
             }
             if size.pixelCount < (smallest?.area ?? .max) { smallest = (layer, size.pixelCount) }
         }
-        return fitting?.layer ?? smallest?.layer ?? layers.top
+        if let fitting { return fitting.layer }
+        // Nothing known fits: the smallest, which is layer 0 while its size is not known.
+        if layers[0] == nil { return 0 }
+        return smallest?.layer ?? 0
     }
 
     /// Whether the receiver gets one layer and waits for another's keyframe
@@ -85,15 +104,27 @@ struct SpatialLayerChoice: Sendable {
     /// connecting is asked for when the connection starts.)
     var wantsSwitch: Bool { current.map { $0 != target } ?? false }
 
-    /// Whether a frame of `layer` goes to this receiver; `layers` as the hub
-    /// knows them, this frame's keyframe size included.
-    mutating func admits(layer: UInt8, isKeyframe: Bool, layers: SimulcastLayers) -> Bool {
+    /// Whether the receiver gets a layer below the largest: its room says
+    /// nothing of what the largest layer may take.
+    var receivesLowerLayer: Bool { current.map { $0 < layers.top } ?? false }
+
+    /// The RTP time to send a frame of `layer` at `rtpTimestamp` under, or
+    /// nil when it does not go to this receiver; `layers` as the hub knows
+    /// them, this frame's keyframe size included.
+    mutating func admit(layer: UInt8, isKeyframe: Bool, rtpTimestamp: UInt32, layers: SimulcastLayers) -> UInt32? {
         self.layers = layers
         let layer = layers.clamped(layer)
-        if isKeyframe, layer == target {
+        if isKeyframe, layer == target, layer != current {
+            let switching = current != nil
             current = layer
-            return true
+            shift = 0
+            if switching, let lastSent, Int32(bitPattern: rtpTimestamp &- lastSent) <= 0 {
+                shift = lastSent &- rtpTimestamp &+ 1
+            }
         }
-        return layer == current
+        guard layer == current else { return nil }
+        let sent = rtpTimestamp &+ shift
+        lastSent = sent
+        return sent
     }
 }

@@ -79,8 +79,10 @@ final class ForwardedFrames: ReceivedRTPSink, @unchecked Sendable {   // state b
     /// its encoder starts a new one).
     private var videoLayers: [LayerInput] = []
     private var videoFrame = PayloadBatch()
-    /// One offset for every layer: a simulcasting publisher stamps a frame's
-    /// layers with the same RTP time.
+    /// One offset for every layer: camagent's publisher stamps a frame's
+    /// layers with the same RTP time. (Publishers whose layers run on RTP
+    /// clocks of their own would need an offset per layer, from their sender
+    /// reports; camagent takes simulcast from its own publisher only so far.)
     private var videoOffset: UInt32?
     private var requests = FeedbackRequests()
     private var audioBatch = PayloadBatch()

@@ -84,7 +84,9 @@ public final class StreamRouter: Sendable {
         }
         guard streams.withLock({ $0[streamID] == nil }) else { throw .streamExists(streamID) }
 
-        let simulcastSSRCs = video.map { offer.sections[$0.index].simulcastSSRCs } ?? []
+        // Up to four layers, the largest: the smaller ones' packets are dropped as unknown.
+        let simulcastSSRCs = Array((video.map { offer.sections[$0.index].simulcastSSRCs } ?? [])
+            .suffix(Int(SimulcastLayers.maxCount)))
         let hub = MediaHub(videoBitrateCeiling: settings.videoBitrateCeiling, sendsOnQueueingThread: true,
                            simulcastLayers: max(1, simulcastSSRCs.count))
         let frames = ForwardedFrames(
