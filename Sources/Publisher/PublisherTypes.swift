@@ -48,8 +48,8 @@ public struct PublisherSettings: Sendable {
     /// and sent to the WHIP server on an SSRC of its own (an
     /// `a=ssrc-group:SIM` in the offer), so a router can send a subscriber
     /// that prefers a smaller picture (preferredResolution) the small one.
-    /// Costs a second encode, about a quarter of the first. Viewers of this
-    /// publisher itself get the captured size.
+    /// Costs a second encode: 1.4-1.6 times the CPU of one layer at 720p
+    /// (BENCHMARKS.md). Viewers of this publisher itself get the captured size.
     public var simulcast = false
 
     /// The small simulcast layer's size for a captured `size`: half each

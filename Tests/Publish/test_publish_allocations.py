@@ -91,3 +91,46 @@ def test_publish_allocates_nothing_per_frame_on_the_capture_and_encoder_threads(
         print(f"{codec} {thread}: {short[thread]} → {long[thread]} allocations, {short_frames} → {long_frames} frames")
         assert rate < MAX_ALLOCATIONS_PER_FRAME, \
             f"{thread}: {rate:.2f} allocations per frame ({short[thread]} → {long[thread]} over {extra} more frames)"
+
+
+def counted_simulcast_publish(net, workdir, counter, seconds):
+    """`publish --simulcast` into a router's session (its WHIP connection is the receiver that
+    makes it encode) for `seconds`; returns ({thread: allocations}, frames encoded)."""
+    from router_support import Router
+    from publish_support import BIN, json_lines
+    router = Router(net, workdir)
+    session = router.create_session()
+    out = os.path.join(workdir, f"allocations-simulcast-{seconds}")
+    proc = net.run(["env", f"LD_PRELOAD={counter}", f"MALLOC_COUNTER_OUT={out}", f"MALLOC_COUNTER_THREAD={','.join(THREADS)}",
+                    BIN, "publish", "--device", "test-pattern", "--size", "640x480", "--fps", "15", "--audio", "none",
+                    "--simulcast", "--session", router.session_url(session), "--token", router.token(session, "publisher"),
+                    "--duration", str(seconds), "--json"], timeout=seconds + 60)
+    net.stop(router.proc)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = json_lines(proc.stdout)
+    negotiated = [e for e in lines if e.get("event") == "negotiated"]
+    assert negotiated and negotiated[0].get("simulcast") == ["640x480", "320x240"], negotiated
+    summaries = [e for e in lines if e.get("event") == "summary"]
+    assert summaries, lines[-5:]
+    counts = {}
+    for line in open(out).read().splitlines():
+        words = line.split()
+        if words[0] == "thread":
+            counts[words[1]] = int(words[2])
+    assert set(counts) == set(THREADS), open(out).read()
+    return counts, summaries[-1]["framesEncoded"]
+
+
+def test_simulcast_allocates_nothing_per_frame_on_the_capture_and_encoder_threads(net, workdir, counter):
+    """The same with `publish --simulcast` (VP8): the second encoder, the half picture (scaled
+    2:1 into a frame made once) and the second layer's packets cost no allocation per frame."""
+    short, short_frames = counted_simulcast_publish(net, workdir, counter, seconds=6)
+    long, long_frames = counted_simulcast_publish(net, workdir, counter, seconds=24)
+    extra = long_frames - short_frames
+    assert extra >= 200, f"the long run should encode at least 200 more frames: {short_frames} → {long_frames}"
+    assert short["camagent-encode"] > 0, short
+    for thread in THREADS:
+        rate = (long[thread] - short[thread]) / extra
+        print(f"simulcast {thread}: {short[thread]} → {long[thread]} allocations, {short_frames} → {long_frames} frames")
+        assert rate < MAX_ALLOCATIONS_PER_FRAME, \
+            f"{thread}: {rate:.2f} allocations per frame ({short[thread]} → {long[thread]} over {extra} more frames)"
