@@ -124,8 +124,8 @@ def counted_simulcast_publish(net, workdir, counter, seconds):
 def test_simulcast_allocates_nothing_per_frame_on_the_capture_and_encoder_threads(net, workdir, counter):
     """The same with `publish --simulcast` (VP8): the second encoder, the half picture (scaled
     2:1 into a frame made once) and the second layer's packets cost no allocation per frame."""
-    short, short_frames = counted_simulcast_publish(net, workdir, counter, seconds=6)
-    long, long_frames = counted_simulcast_publish(net, workdir, counter, seconds=24)
+    short, short_frames = counted_simulcast_publish(net, workdir, counter, seconds=4)
+    long, long_frames = counted_simulcast_publish(net, workdir, counter, seconds=21)
     extra = long_frames - short_frames
     assert extra >= 200, f"the long run should encode at least 200 more frames: {short_frames} → {long_frames}"
     assert short["camagent-encode"] > 0, short
