@@ -56,15 +56,34 @@ def counted_publish(net, workdir, counter, codec, viewer_seconds):
     summaries = [e for e in events if e.get("event") == "summary"]
     assert summaries, events[-5:]
     encoded = summaries[-1]["framesEncoded"]
+    counts = thread_counts(out)
+    # The counter goes by thread name: a count of 0 must mean no allocation, not a renamed thread.
+    assert set(THREADS) <= names, f"camagent's threads while publishing: {sorted(names)}"
+    return counts, encoded
+
+
+def thread_counts(out):
+    """The counter's allocations per watched thread, from its output file."""
     counts = {}
     for line in open(out).read().splitlines():
         words = line.split()
         if words[0] == "thread":
             counts[words[1]] = int(words[2])
     assert set(counts) == set(THREADS), open(out).read()
-    # The counter goes by thread name: a count of 0 must mean no allocation, not a renamed thread.
-    assert set(THREADS) <= names, f"camagent's threads while publishing: {sorted(names)}"
-    return counts, encoded
+    return counts
+
+
+def check_per_frame(label, short, short_frames, long, long_frames):
+    """What one more frame costs each thread, from a short and a long run: under the bound."""
+    extra = long_frames - short_frames
+    assert extra >= 200, f"the long run should encode at least 200 more frames: {short_frames} → {long_frames}"
+    # The counter sees the encoder thread: it allocates while it starts (the encoder is made then).
+    assert short["camagent-encode"] > 0, short
+    for thread in THREADS:
+        rate = (long[thread] - short[thread]) / extra
+        print(f"{label} {thread}: {short[thread]} → {long[thread]} allocations, {short_frames} → {long_frames} frames")
+        assert rate < MAX_ALLOCATIONS_PER_FRAME, \
+            f"{thread}: {rate:.2f} allocations per frame ({short[thread]} → {long[thread]} over {extra} more frames)"
 
 
 def thread_names(pid):
@@ -82,15 +101,7 @@ def thread_names(pid):
 def test_publish_allocates_nothing_per_frame_on_the_capture_and_encoder_threads(net, workdir, counter, codec):
     short, short_frames = counted_publish(net, workdir, counter, codec, viewer_seconds=4)
     long, long_frames = counted_publish(net, workdir, counter, codec, viewer_seconds=20)
-    extra = long_frames - short_frames
-    assert extra >= 200, f"the long run should encode at least 200 more frames: {short_frames} → {long_frames}"
-    # The counter sees the encoder thread: it allocates while it starts (the encoder is made then).
-    assert short["camagent-encode"] > 0, short
-    for thread in THREADS:
-        rate = (long[thread] - short[thread]) / extra
-        print(f"{codec} {thread}: {short[thread]} → {long[thread]} allocations, {short_frames} → {long_frames} frames")
-        assert rate < MAX_ALLOCATIONS_PER_FRAME, \
-            f"{thread}: {rate:.2f} allocations per frame ({short[thread]} → {long[thread]} over {extra} more frames)"
+    check_per_frame(codec, short, short_frames, long, long_frames)
 
 
 def counted_simulcast_publish(net, workdir, counter, seconds):
@@ -112,12 +123,7 @@ def counted_simulcast_publish(net, workdir, counter, seconds):
     assert negotiated and negotiated[0].get("simulcast") == ["640x480", "320x240"], negotiated
     summaries = [e for e in lines if e.get("event") == "summary"]
     assert summaries, lines[-5:]
-    counts = {}
-    for line in open(out).read().splitlines():
-        words = line.split()
-        if words[0] == "thread":
-            counts[words[1]] = int(words[2])
-    assert set(counts) == set(THREADS), open(out).read()
+    counts = thread_counts(out)
     return counts, summaries[-1]["framesEncoded"]
 
 
@@ -126,11 +132,4 @@ def test_simulcast_allocates_nothing_per_frame_on_the_capture_and_encoder_thread
     2:1 into a frame made once) and the second layer's packets cost no allocation per frame."""
     short, short_frames = counted_simulcast_publish(net, workdir, counter, seconds=4)
     long, long_frames = counted_simulcast_publish(net, workdir, counter, seconds=21)
-    extra = long_frames - short_frames
-    assert extra >= 200, f"the long run should encode at least 200 more frames: {short_frames} → {long_frames}"
-    assert short["camagent-encode"] > 0, short
-    for thread in THREADS:
-        rate = (long[thread] - short[thread]) / extra
-        print(f"simulcast {thread}: {short[thread]} → {long[thread]} allocations, {short_frames} → {long_frames} frames")
-        assert rate < MAX_ALLOCATIONS_PER_FRAME, \
-            f"{thread}: {rate:.2f} allocations per frame ({short[thread]} → {long[thread]} over {extra} more frames)"
+    check_per_frame("simulcast", short, short_frames, long, long_frames)

@@ -26,6 +26,17 @@ struct ForwardedFramesTests {
         return p + [UInt8](repeating: fill, count: 50)
     }
 
+    /// Feeds packets to the router's receiving half; returns the feedback the publisher would get.
+    static func feed(_ frames: ForwardedFrames, _ packets: [[UInt8]], now: Double) -> [RTCPPacket] {
+        var all: [RTCPPacket] = []
+        for p in packets {
+            var feedback: [RTCPPacket] = []
+            frames.receive(rtp: p[...], now: now, feedback: &feedback)
+            all += feedback
+        }
+        return all
+    }
+
     static func packet(pt: UInt8, seq: UInt16, ts: UInt32, marker: Bool, payload: [UInt8]) -> [UInt8] {
         var out: [UInt8] = []
         RTPHeader(payloadType: pt, sequenceNumber: seq, timestamp: ts, ssrc: publisherSSRC, marker: marker).write(to: &out)
@@ -62,15 +73,7 @@ struct ForwardedFramesTests {
         }
 
         /// Feeds packets; returns the feedback the publisher would get.
-        func feed(_ packets: [[UInt8]], now: Double = 10) -> [RTCPPacket] {
-            var all: [RTCPPacket] = []
-            for p in packets {
-                var feedback: [RTCPPacket] = []
-                frames.receive(rtp: p[...], now: now, feedback: &feedback)
-                all += feedback
-            }
-            return all
-        }
+        func feed(_ packets: [[UInt8]], now: Double = 10) -> [RTCPPacket] { ForwardedFramesTests.feed(frames, packets, now: now) }
 
         func sent() throws -> [RTPPacket] { try MediaHubTests.drain(subscriber) }
     }

@@ -146,15 +146,7 @@ struct SimulcastForwardingTests {
             return senders
         }
 
-        func feed(_ packets: [[UInt8]], now: Double = 10) -> [RTCPPacket] {
-            var all: [RTCPPacket] = []
-            for p in packets {
-                var feedback: [RTCPPacket] = []
-                frames.receive(rtp: p[...], now: now, feedback: &feedback)
-                all += feedback
-            }
-            return all
-        }
+        func feed(_ packets: [[UInt8]], now: Double = 10) -> [RTCPPacket] { ForwardedFramesTests.feed(frames, packets, now: now) }
     }
 
     /// The fill byte of each packet's payload tells which layer it came from.
