@@ -394,14 +394,15 @@ public final class Subscriber: Sendable {
             setup: answer.setup, candidates: PeerTransport.usable(answer.candidates)))
         var peerClosed = false
         defer {
-            transport.stop()
-            if !peerClosed {
-                do { try client.stop(session) } catch { logger.debug("WHEP DELETE: \(error)") }
-            }
+            // Forgotten first: a wish changed from now on is not sent for a subscriber being deleted.
             control.withLock { c in
                 c.selectedPair = nil
                 c.resource = nil
                 c.answeredResource = nil
+            }
+            transport.stop()
+            if !peerClosed {
+                do { try client.stop(session) } catch { logger.debug("WHEP DELETE: \(error)") }
             }
         }
         var connected = false

@@ -59,7 +59,7 @@ struct SubscribeCommand: ParsableCommand {
     @Option(help: "With --session: the frame rate to receive at most (preferredFrameRate). camagent's router then sends half the publisher's frames when it makes VP8 temporal layers, as camagent publish does; other publishers' streams come whole.")
     var preferredFrameRate: Double?
 
-    @Option(help: "With --session: the picture size to receive at most, WxH (preferredResolution). camagent's router then sends the largest simulcast layer that fits (the smallest when none does) when the publisher simulcasts, as `camagent publish --simulcast` does; other streams come at their one size.")
+    @Option(help: "With --session: the picture size to receive at most, WxH (preferredResolution). camagent's router then sends the largest simulcast layer that fits (the smallest when none does) when the publisher simulcasts, as camagent publish does with its simulcast option; other streams come at their one size.")
     var preferredResolution: String?
 
     @Option(help: "Stop after this many seconds, counted from the start: waiting for the stream and connecting count (default: until the stream ends or interrupted).")

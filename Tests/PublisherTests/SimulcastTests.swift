@@ -90,6 +90,15 @@ struct SpatialLayerChoiceTests {
         #expect(choice.admit(layer: 0, isKeyframe: true, rtpTimestamp: 21000, layers: Self.known) == 21000)
     }
 
+    /// What a receiver is sent may change (audio on or off) and video then
+    /// starts again at a keyframe, on the same stream: its time goes on.
+    @Test func timeDoesNotGoBackAfterARestartOnTheSameStream() {
+        var choice = Self.started(nil)
+        #expect(choice.admit(layer: 1, isKeyframe: false, rtpTimestamp: 9000, layers: Self.known) == 9000)
+        choice.restart()
+        #expect(choice.admit(layer: 1, isKeyframe: true, rtpTimestamp: 9000, layers: Self.known) == 9001)
+    }
+
     @Test func aStreamWithoutLayersGoesWholeFromItsFirstKeyframe() {
         var choice = SpatialLayerChoice()
         choice.preferred = Self.small   // nothing to choose from: layer 0 regardless
@@ -219,6 +228,16 @@ struct SimulcastForwardingTests {
         _ = thumbnail.handle([.estimatedMaximumBitrate(sender: 1, bitsPerSecond: 150_000, ssrcs: [])], arrivedAtCompactNTP: 0)
         _ = full.handle([.estimatedMaximumBitrate(sender: 1, bitsPerSecond: 800_000, ssrcs: [])], arrivedAtCompactNTP: 0)
         #expect(rig.hub.planVideoFrame(now: .now())?.bitrate == 800_000)
+    }
+
+    /// With no subscriber of the largest layer, the smallest room among
+    /// the others' is the bitrate: thumbnails on poor links still hold it down.
+    @Test func withOnlySmallLayerSubscribersTheirRoomIsTheBitrate() {
+        let rig = Rig()
+        let thumbnail = rig.subscriber(preferring: FrameSize(width: 320, height: 180))
+        _ = rig.feed(Self.both(0, keyframe: true))
+        _ = thumbnail.handle([.estimatedMaximumBitrate(sender: 1, bitsPerSecond: 150_000, ssrcs: [])], arrivedAtCompactNTP: 0)
+        #expect(rig.hub.planVideoFrame(now: .now())?.bitrate == 150_000)
     }
 
     /// A simulcasting publisher gets a report block per layer in each

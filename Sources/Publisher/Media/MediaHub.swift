@@ -130,7 +130,8 @@ final class MediaHub: Sendable {
             return (true, true)
         }
         guard videoOn, builder.receivers > 0 else { return nil }
-        return VideoFramePlan(keyframe: keyframe, bitrate: builder.lowestBitrate ?? videoBitrateCeiling,
+        return VideoFramePlan(keyframe: keyframe,
+                              bitrate: builder.lowestBitrate ?? builder.lowestLowerLayerBitrate ?? videoBitrateCeiling,
                               orientationAsMetadata: builder.allTakeOrientation)
     }
 

@@ -108,9 +108,11 @@ final class MediaSenders: Sendable {
             if !s.carriesLayers && s.layers.wantsSwitch { plan.keyframeAsked = true }
             plan.receivers += 1
             // The bitrate asked of the encoder (the router's REMB) is the largest layer's: a
-            // receiver of a smaller one does not hold it down.
+            // receiver of a smaller one does not hold it down, unless no one takes the largest.
             if s.carriesLayers || !s.layers.receivesLowerLayer {
                 plan.lowestBitrate = min(plan.lowestBitrate ?? .max, s.bitrate.target)
+            } else {
+                plan.lowestLowerLayerBitrate = min(plan.lowestLowerLayerBitrate ?? .max, s.bitrate.target)
             }
             if s.videoOrientationExtensionID == nil { plan.allTakeOrientation = false }
         }

@@ -71,15 +71,17 @@ struct SpatialLayerChoice: Sendable {
     /// goes back for the receiver at a switch: the new layer's keyframe may
     /// be the same picture as the old layer's last frame (a source sends a
     /// frame's layers one after the other), or older (each layer has its own
-    /// jitter buffer at the router). 0 unless that happened.
+    /// jitter buffer at the router). 0 unless that happened. The shift holds
+    /// until the next switch: while it does, the receiver's lip sync (from
+    /// sender reports on the wall clock) is off by it, a tick in the usual
+    /// case, at most the router's jitter-buffer wait (0.2 s).
     private var shift: UInt32 = 0
+    /// 10 s of the 90 kHz clock: far more than any layer's jitter-buffer wait.
+    static let longestStepBack: UInt32 = 900_000
 
-    /// Video starts again at a keyframe: the receiver (re)connected.
-    mutating func restart() {
-        current = nil
-        lastSent = nil
-        shift = 0
-    }
+    /// Video starts again at a keyframe: the receiver (re)connected, or
+    /// what it is sent changed. Its stream goes on, so time still must not go back.
+    mutating func restart() { current = nil }
 
     /// The layer this receiver should get now.
     var target: UInt8 {
@@ -115,10 +117,11 @@ struct SpatialLayerChoice: Sendable {
         self.layers = layers
         let layer = layers.clamped(layer)
         if isKeyframe, layer == target, layer != current {
-            let switching = current != nil
             current = layer
             shift = 0
-            if switching, let lastSent, Int32(bitPattern: rtpTimestamp &- lastSent) <= 0 {
+            // Only a short step back is one: after hours without video (the 90 kHz
+            // clock wraps in 13 hours) an older-looking time is a new start.
+            if let lastSent, Int32(bitPattern: rtpTimestamp &- lastSent) <= 0, lastSent &- rtpTimestamp < Self.longestStepBack {
                 shift = lastSent &- rtpTimestamp &+ 1
             }
         }

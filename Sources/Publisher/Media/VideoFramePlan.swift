@@ -15,7 +15,11 @@ struct VideoFramePlan: Equatable, Sendable {
     struct Builder {
         var receivers = 0
         var keyframeAsked = false
+        /// The least room among receivers of the largest simulcast layer (or of the only one).
         var lowestBitrate: Int?
+        /// The least room among receivers of a smaller simulcast layer: the
+        /// bitrate when no receiver takes the largest.
+        var lowestLowerLayerBitrate: Int?
         var allTakeOrientation = true
     }
 }
