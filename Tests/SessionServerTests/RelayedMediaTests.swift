@@ -84,12 +84,26 @@ struct RelayedMediaTests {
         #expect(registry.sendRelayedOffer(sessionID: relayed, streamID: streamID, subscriberID: subscriberID, sdp: "v=0") == .publisherGone)
     }
 
+    /// The publisher may take the offer and leave before the router has
+    /// noted where the offer went: its leaving must still end the wait at
+    /// once. (It waited out the timeout in a CI run: 503 instead of 404.)
+    @Test("a publisher that leaves as soon as it has the offer ends the wait at once")
+    func publisherLeavingWithTheOffer() async {
+        let offers = RelayedOffers()
+        let outcome = await offers.awaitAnswer(subscriberID: "s7", timeout: .seconds(60)) { sendingTo in
+            sendingTo("c7")
+            offers.publisherLeft(connectionID: "c7")   // before the offer's delivery is even returned
+            return .sent(to: "c7")
+        }
+        #expect(outcome == .publisherGone)
+    }
+
     @Test("a waiting offer ends with the answer, the refusal, the publisher leaving, or the timeout, and only once")
     func offerOutcomes() async {
         let offers = RelayedOffers()
-        async let answered = offers.awaitAnswer(subscriberID: "s1") { .sent(to: "c1") }
-        async let refused = offers.awaitAnswer(subscriberID: "s2") { .sent(to: "c1") }
-        async let left = offers.awaitAnswer(subscriberID: "s3") { .sent(to: "c2") }
+        async let answered = offers.awaitAnswer(subscriberID: "s1") { _ in .sent(to: "c1") }
+        async let refused = offers.awaitAnswer(subscriberID: "s2") { _ in .sent(to: "c1") }
+        async let left = offers.awaitAnswer(subscriberID: "s3") { _ in .sent(to: "c2") }
         // Wait until all three are registered (sent to their publishers).
         let deadline = ContinuousClock.now + .seconds(10)
         while !(offers.hasSentOffer("s1") && offers.hasSentOffer("s2") && offers.hasSentOffer("s3")) {
@@ -104,9 +118,9 @@ struct RelayedMediaTests {
         #expect(await refused == .refused(code: 503, message: "too many viewers"))
         #expect(await left == .publisherGone)
 
-        #expect(await offers.awaitAnswer(subscriberID: "s4") { .publisherGone } == .publisherGone)
-        #expect(await offers.awaitAnswer(subscriberID: "s6") { .publisherAway } == .publisherAway)
-        #expect(await offers.awaitAnswer(subscriberID: "s5", timeout: .milliseconds(50)) { .sent(to: "c1") } == .timedOut)
+        #expect(await offers.awaitAnswer(subscriberID: "s4") { _ in .publisherGone } == .publisherGone)
+        #expect(await offers.awaitAnswer(subscriberID: "s6") { _ in .publisherAway } == .publisherAway)
+        #expect(await offers.awaitAnswer(subscriberID: "s5", timeout: .milliseconds(50)) { _ in .sent(to: "c1") } == .timedOut)
         #expect(!offers.resolve("s5", .answer(sdp: "v=0 late")))
     }
 

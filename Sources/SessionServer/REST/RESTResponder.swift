@@ -416,8 +416,9 @@ struct RESTResponder: HTTPResponder {
     private func relayedAnswer(_ offer: String, sessionID: String, streamID: String,
                                subscriberID: String) async throws(APIError) -> String {
         let registry = registry
-        let outcome = await services.relayedOffers.awaitAnswer(subscriberID: subscriberID) {
-            registry.sendRelayedOffer(sessionID: sessionID, streamID: streamID, subscriberID: subscriberID, sdp: offer)
+        let outcome = await services.relayedOffers.awaitAnswer(subscriberID: subscriberID) { sendingTo in
+            registry.sendRelayedOffer(sessionID: sessionID, streamID: streamID, subscriberID: subscriberID, sdp: offer,
+                                      sendingTo: sendingTo)
         }
         guard case .answer(let sdp) = outcome else {
             // No answer: the place goes back (and a publisher that answers late is told to let go).

@@ -744,7 +744,9 @@ public final class SessionRegistry: Sendable {
     /// Sends a subscriber's offer to the connection that publishes the
     /// stream (`subscribeOffer`), if the subscriber still waits and the
     /// publisher's socket is there.
-    func sendRelayedOffer(sessionID: String, streamID: String, subscriberID: String, sdp: String) -> RelayedOffers.Delivery {
+    /// `sendingTo` hears the publisher's connection before the offer is queued to it.
+    func sendRelayedOffer(sessionID: String, streamID: String, subscriberID: String, sdp: String,
+                          sendingTo: (String) -> Void = { _ in }) -> RelayedOffers.Delivery {
         state.withLock { state -> RelayedOffers.Delivery in
             guard let session = state.sessions[sessionID], session.info.mediaMode == .relayed,
                   let index = session.streamIndex(streamID),
@@ -754,6 +756,7 @@ public final class SessionRegistry: Sendable {
                   let outbox = session.connections[connection].outbox else { return .publisherGone }
             // Its socket broke: the offer would wait in its backlog past the subscriber's patience.
             guard session.connections[connection].away == nil else { return .publisherAway }
+            sendingTo(publisher)
             outbox.send(jsonText(ServerMessage.SubscribeOffer(subscriberId: subscriberID, streamId: streamID, sdp: sdp)))
             return .sent(to: publisher)
         }

@@ -35,13 +35,15 @@ final class RelayedOffers: Sendable {
     private let waiting = PThreadLocked([String: Waiting]())
 
     /// Waits for the outcome of `subscriberID`'s offer. `send` passes the
-    /// offer on and returns the publisher's connection id (nil: it could not).
+    /// offer on and says where it went. It names the publisher's connection
+    /// to `sendingTo` before the offer can reach it: a publisher that leaves
+    /// as soon as it has the offer then fails the wait at once, not at the timeout.
     func awaitAnswer(subscriberID: String, timeout: Duration = RelayedOffers.timeout,
-                     send: @Sendable () -> Delivery) async -> Outcome {
+                     send: @Sendable (_ sendingTo: (String) -> Void) -> Delivery) async -> Outcome {
         await withCheckedContinuation { continuation in
             waiting.withLock { $0[subscriberID] = Waiting(continuation: continuation) }
             let connectionID: String
-            switch send() {
+            switch send({ to in waiting.withLock { $0[subscriberID]?.connectionID = to } }) {
             case .sent(let to): connectionID = to
             case .publisherGone:
                 resolve(subscriberID, .publisherGone)
