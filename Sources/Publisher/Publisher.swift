@@ -23,6 +23,8 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
     private let videoCapture: PThreadLocked<(any VideoCapture)?>
     private let audio: (any AudioDevice)?
     private let signaling: (any PublisherSignaling)?
+    /// Sizes each video frame is sent in: 2 with simulcast (to a WHIP server or router), else 1.
+    private let simulcastLayers: Int
     private let logger: Logger
     /// The owner's handler, then every observer's (`observeEvents`).
     private let onEvent: @Sendable (PublisherEvent) -> Void
@@ -75,13 +77,13 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
         self.onEvent = emit
         guard video != nil || audio != nil else { throw .nothingToPublish }
         do { certificate = try DTLSCertificate() } catch { throw .connection(.dtls(error)) }
-        hub = MediaHub(videoBitrateCeiling: settings.videoBitrate,
-                       simulcastLayers: settings.simulcast && signaling != nil && video != nil ? 2 : 1)
+        simulcastLayers = settings.simulcast && signaling != nil && video != nil ? 2 : 1
+        hub = MediaHub(videoBitrateCeiling: settings.videoBitrate, simulcastLayers: simulcastLayers)
         if signaling != nil {
             var streams: [(kind: MediaKind, payloadType: UInt8)] = []
             if audio != nil { streams.append((.audio, 111)) }
             if video != nil { streams.append((.video, 96)) }
-            let media = hub.makeSenders(streams, simulcastLayers: settings.simulcast && video != nil ? 2 : 1)
+            let media = hub.makeSenders(streams, simulcastLayers: simulcastLayers)
             hub.attach(media)
             whipMedia = media
         } else {
@@ -103,7 +105,7 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
             let fps = video.captureSettings?.grantedFramesPerSecond ?? 30
             let pipeline = VideoPipeline(hub: hub, codec: settings.codecPreference.first ?? .vp8, framesPerSecond: fps,
                                          temporalLayers: settings.videoTemporalLayers,
-                                         simulcast: settings.simulcast && signaling != nil, logger: logger, onError: report,
+                                         simulcast: simulcastLayers > 1, logger: logger, onError: report,
                                          onEncodedSize: { [weak self] size in
                                              self?.onEvent(.videoDimensions(width: size.width, height: size.height))
                                          }) { [weak self] event in self?.videoEvent(event) }

@@ -33,6 +33,8 @@ final class MediaHub: Sendable {
     private let connections = PThreadLocked<[MediaSenders]>([])
     /// The simulcast layers frames come in, with the sizes their keyframes said.
     private let layers: PThreadLocked<SimulcastLayers>
+    /// More than one layer: only then are layers' sizes kept, once a video frame.
+    private let simulcasts: Bool
     /// The next keyframe's bookkeeping, and whether video is published at all
     /// (in the same lock: the encoder asks both once a frame).
     private let keyframes = PThreadLocked<(pending: Bool, last: MonotonicTimestamp?, videoOn: Bool)>((true, nil, true))
@@ -45,6 +47,7 @@ final class MediaHub: Sendable {
          simulcastLayers: Int = 1) {
         self.videoBitrateCeiling = videoBitrateCeiling
         layers = PThreadLocked(SimulcastLayers(count: simulcastLayers))
+        simulcasts = simulcastLayers > 1
         self.origin = origin
         self.sendsOnQueueingThread = sendsOnQueueingThread
     }
@@ -144,8 +147,9 @@ final class MediaHub: Sendable {
     func send(_ batch: PayloadBatch, kind: MediaKind, rtpTimestamp: UInt32, isKeyframe: Bool, orientation: UInt8 = 0,
               temporalLayer: UInt8 = 0, spatialLayer: UInt8 = 0, keyframeSize: FrameSize? = nil) -> Int {
         let list = connections.withLock { $0 }
+        // One layer: nothing to choose, so no sizes to keep (the choice only needs the count).
         var known = SimulcastLayers()
-        if kind == .video {
+        if kind == .video, simulcasts {
             known = layers.withLock { l in
                 if let keyframeSize { l[spatialLayer] = keyframeSize }
                 return l
