@@ -27,15 +27,16 @@ FPS = 15
 class Agent:
     """`camagent publish` serving viewers inside the test's network."""
 
-    def __init__(self, net, workdir, *, duration, token=TOKEN, codec="vp8", extra=(), wrapper=()):
-        """`wrapper` goes before camagent's own path (`env VAR=...`: for camagent alone, not `ip netns exec`)."""
+    def __init__(self, net, workdir, *, duration, token=TOKEN, codec="vp8", extra=(), wrapper=(), name="camagent"):
+        """`wrapper` goes before camagent's own path (`env VAR=...`: for camagent alone, not `ip netns exec`);
+        `name` names its log (NAME.log in `workdir`)."""
         self.net = net
         args = [*wrapper, BIN, "publish", "--device", "test-pattern", "--size", "640x480", "--fps", str(FPS),
                 "--audio", "test-tone", "--listen", f"{net.addr}:0", "--codec", codec,
                 "--duration", str(duration), "--json", *extra]
         args += ["--viewer-token", token] if token else ["--open"]
         self.token = token
-        self.proc = net.start(args, "camagent", workdir)
+        self.proc = net.start(args, name, workdir)
         self.lines = []
         self.serving = self._wait_for("serving", timeout=60)
         self.whep = self.serving["whep"]
