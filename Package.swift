@@ -290,7 +290,7 @@ let package = Package(
             ]
         ),
         .testTarget(name: "SessionServerTLSTests", dependencies: ["SessionServerTLS"]),
-        .testTarget(name: "SubscriberTests", dependencies: ["Subscriber", "Session", "WHIP", "RTP", "SDP", "Publisher", "AudioDevices", "MediaTypes",
+        .testTarget(name: "SubscriberTests", dependencies: ["Subscriber", "Session", "WHIP", "RTP", "SDP", "Publisher", "AudioDevices", "VideoSources", "MediaTypes",
                                                        "Encoders", "PixelConversion", .product(name: "Logging", package: "swift-log")]),
         .testTarget(
             name: "SystemdSupportTests",

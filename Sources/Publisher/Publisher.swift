@@ -53,6 +53,8 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
         /// The error that ended the publisher, once it ended on its own.
         var failure: PublisherError?
         var videoDeviceLost = false
+        /// OpenTok's publishCaptions: captions of this publisher's audio are wanted.
+        var publishCaptions = false
         /// `renewConnection` was called: the current connection (or the wait before the next) ends at once.
         var renewRequested = false
         var lastStats: (time: MonotonicTimestamp, video: (UInt64, UInt64), audio: (UInt64, UInt64), encoded: UInt64)?
@@ -278,6 +280,28 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
     public var publishAudio: Bool {
         get { hub.isPublishing(.audio) }
         set { if hub.setPublishing(.audio, newValue), audio != nil { onEvent(.publishing(kind: .audio, on: newValue)) } }
+    }
+
+    /// OpenTok's publishCaptions: whether live captions of this publisher's
+    /// audio are wanted. A session it is published into asks the router for
+    /// them (the router recognises the speech while the session's captions
+    /// run); set it with `setPublishCaptions`.
+    public var publishCaptions: Bool { control.withLock { $0.publishCaptions } }
+
+    /// Turns publishCaptions on or off, now or before publishing. A session
+    /// hears the change (`PublisherEvent.publishingCaptions`) and tells the
+    /// router. A publisher without audio cannot have captions: turning them
+    /// on throws `missingAudioTrack` (OpenTok's MissingAudioTrack) and
+    /// changes nothing. A throwing method rather than a settable property,
+    /// so that the refusal cannot go unnoticed.
+    public func setPublishCaptions(_ on: Bool) throws(PublisherError) {
+        if on && audio == nil { throw .missingAudioTrack }
+        let changed = control.withLock { c -> Bool in
+            guard c.publishCaptions != on else { return false }
+            c.publishCaptions = on
+            return true
+        }
+        if changed { onEvent(.publishingCaptions(on: on)) }
     }
 
     /// What this publisher sends: audio, video, and the size the camera

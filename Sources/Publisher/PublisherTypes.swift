@@ -78,6 +78,9 @@ public enum PublisherError: Error, Hashable, Sendable, CustomStringConvertible {
     case audio(AudioError)
     case encoder(CodecError)
     case nothingToPublish
+    /// OpenTok's MissingAudioTrack: captions are recognised from the stream's
+    /// audio, and this publisher has none.
+    case missingAudioTrack
 
     public var description: String {
         switch self {
@@ -88,6 +91,7 @@ public enum PublisherError: Error, Hashable, Sendable, CustomStringConvertible {
         case .audio(let e): e.description
         case .encoder(let e): e.description
         case .nothingToPublish: "neither audio nor video to publish"
+        case .missingAudioTrack: "MissingAudioTrack: publishCaptions needs audio to recognise, and this publisher has none"
         }
     }
 }
@@ -122,6 +126,9 @@ public enum PublisherEvent: Sendable {
     /// it): a session tells the router, whose subscribers hear why video went
     /// (videoDisabled, reason publishVideo).
     case publishing(kind: MediaKind, on: Bool)
+    /// `publishCaptions` changed: a session tells the router (the stream's
+    /// hasCaptions follows while the session's captions run).
+    case publishingCaptions(on: Bool)
 }
 
 /// The steps of audio fallback, as OpenTok names its events.

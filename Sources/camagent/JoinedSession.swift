@@ -50,9 +50,10 @@ final class JoinedSession: SessionDelegate {
     var isRelayed: Bool { session.mediaMode == .relayed }
 
     /// Publishes one camera's publisher as a stream of the session (named
-    /// `name` when several cameras make several streams).
-    func publish(_ publisher: Publisher, name: String, captions: Bool, audioFallback: Bool) throws(SessionError) {
-        let id = try session.publish(publisher, name: name, publishCaptions: captions, audioFallback: audioFallback) {
+    /// `name` when several cameras make several streams), with captions as
+    /// its publishCaptions says.
+    func publish(_ publisher: Publisher, name: String, audioFallback: Bool) throws(SessionError) {
+        let id = try session.publish(publisher, name: name, audioFallback: audioFallback) {
             [say, ended] event in
             switch event {
             case .subscriberAnswered(let subscriber, let stream): say("session:   subscriber \(subscriber) answered (stream \(stream))")

@@ -116,7 +116,7 @@ struct PublishCommand: ParsableCommand {
     @Flag(help: "Print events and stats as JSON lines on stdout.")
     var json = false
 
-    @Flag(help: "Read commands on stdin, one per line: 'video off', 'video on', 'audio off', 'audio on' (publishVideo/publishAudio, live: nothing of it is encoded or sent while off; a session's subscribers hear videoDisabled with reason publishVideo).")
+    @Flag(help: "Read commands on stdin, one per line: 'video off', 'video on', 'audio off', 'audio on' (publishVideo/publishAudio, live: nothing of it is encoded or sent while off; a session's subscribers hear videoDisabled with reason publishVideo); 'captions on', 'captions off' (publishCaptions of the stream with audio: its hasCaptions follows while the session's captions run).")
     var stdinControl = false
 
     @OptionGroup var global: GlobalOptions
@@ -267,9 +267,12 @@ struct PublishCommand: ParsableCommand {
                     if case .videoDimensions(let width, let height) = event {
                         embeddedSession.withLock { $0 }?.videoDimensions(camera: index + 1, width: width, height: height)
                     }
-                    // publishAudio/publishVideo (--stdin-control): the session's stream says so.
+                    // publishAudio/publishVideo/publishCaptions (--stdin-control): the session's stream says so.
                     if case .publishing(let kind, let on) = event {
                         embeddedSession.withLock { $0 }?.publishing(camera: index + 1, kind: kind, on: on)
+                    }
+                    if case .publishingCaptions(let on) = event {
+                        embeddedSession.withLock { $0 }?.publishingCaptions(camera: index + 1, on: on)
                     }
                 }
                 if let joined {
@@ -280,6 +283,8 @@ struct PublishCommand: ParsableCommand {
                     publisher = try Publisher(settings: cameraSettings, videoCapture: capture, audioDevice: microphone,
                                               signaling: signaling, logger: logger, onEvent: onEvent)
                 }
+                // Captions are asked for the stream that carries the microphone (publishCaptions).
+                if captions && publisher.media.audio { try publisher.setPublishCaptions(true) }
             } catch let error as PublisherError {
                 throw fail(error)
             } catch let error as SessionError {
@@ -318,9 +323,7 @@ struct PublishCommand: ParsableCommand {
         for (index, camera) in cameras.enumerated() {
             do {
                 if let joined {
-                    // Captions are asked for the stream that carries the microphone.
-                    try joined.publish(camera.publisher, name: camera.streamName,
-                                       captions: captions && camera.publisher.media.audio, audioFallback: audioFallback)
+                    try joined.publish(camera.publisher, name: camera.streamName, audioFallback: audioFallback)
                 } else {
                     try camera.publisher.publish()
                 }
@@ -367,10 +370,19 @@ struct PublishCommand: ParsableCommand {
         service.ready(status: "Publishing \(what.joined(separator: ", ")) to \(targets.joined(separator: " and "))")
         if stdinControl {
             let publishers = cameras.map(\.publisher)
-            StdinControl.start { command in
-                guard case .media(let kind, let on) = command else { return }
-                for publisher in publishers {
-                    if kind == .video { publisher.publishVideo = on } else { publisher.publishAudio = on }
+            StdinControl.start(takesCaptions: true) { command in
+                switch command {
+                case .media(let kind, let on):
+                    for publisher in publishers {
+                        if kind == .video { publisher.publishVideo = on } else { publisher.publishAudio = on }
+                    }
+                case .captions(let on):
+                    // The stream that carries the microphone; with none, MissingAudioTrack is said.
+                    let voiced = publishers.filter(\.media.audio)
+                    if voiced.isEmpty, on { printError("camagent: \(PublisherError.missingAudioTrack)") }
+                    for publisher in voiced { try? publisher.setPublishCaptions(on) }
+                case .preferredResolution:
+                    break   // subscribe's command: not taken here
                 }
             }
         }
@@ -623,6 +635,11 @@ final class EventPrinter: Sendable {
                 finishStatusLine()
                 say("publish:   \(kind.rawValue) \(on ? "on" : "off")")
             }
+        case .publishingCaptions(let on):
+            if json { emit(PublishingLine(kind: "captions", on: on)) } else {
+                finishStatusLine()
+                say("publish:   captions \(on ? "on" : "off")")
+            }
         }
     }
 
@@ -785,6 +802,7 @@ extension ExitCodes {
         case .audio(let e): code(for: e)
         case .encoder: driverError
         case .nothingToPublish: usage
+        case .missingAudioTrack: missingAudioTrack
         }
     }
 }

@@ -248,6 +248,7 @@ struct SubscribeCommand: ParsableCommand {
                 case .media(.video, let on): subscriber.subscribeToVideo = on
                 case .media(.audio, let on): subscriber.subscribeToAudio = on
                 case .preferredResolution(let size): subscriber.preferredResolution = size
+                case .captions: break   // publish's command: not taken here
                 }
             }
         }

@@ -33,6 +33,7 @@ every wait has a timeout; no assertion is about how long anything took.
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 import time
 from types import SimpleNamespace
@@ -43,7 +44,7 @@ from captions_support import (EXIT_MISSING_AUDIO, CaptionClient, caption_wer, fi
                               load_sentences, proc_log, speech_wav, start_captions, start_publisher,
                               start_subscriber, stop_captions, subscriber_captions, utterances, wait_for_event,
                               words)
-from publish_support import BIN, EXIT_OK, HERE, PY, make_namespace
+from publish_support import BIN, EXIT_OK, HERE, PY, json_lines, make_namespace
 from router_support import Router, SessionWatcher, drain
 from viewer_checks import chromium_or_fail
 
@@ -368,7 +369,9 @@ def test_captions_refusals(net, workdir):
 def test_publisher_property_asks_for_captions_and_needs_an_audio_track(net, workdir):
     """publisherProperty publishCaptions from the stream's own connection: a stream published
     over WHIP tied to caption_client.py's connection (`?connectionId=`). Without audio it
-    is MissingAudioTrack (409); with audio the stream becomes captioned."""
+    is MissingAudioTrack (409); with audio the stream becomes captioned. Then the Swift API's
+    way: `camagent publish --session --stdin-control` turns its publisher's publishCaptions
+    on and off, and its stream's hasCaptions follows."""
     router = Router(net, workdir)
     session = router.create_session()
     url = router.session_url(session)
@@ -402,7 +405,28 @@ def test_publisher_property_asks_for_captions_and_needs_an_audio_track(net, work
         # The video-only stream stayed as it was.
         after = {s["streamId"]: s["hasCaptions"] for s in router.streams(session)}
         assert after == {mute["streamId"]: False, voiced["streamId"]: True}, after
-        for proc in procs.values():
+
+        # The same asked by `Publisher.setPublishCaptions` through `Session.publish`'s own
+        # signalling: `camagent publish --session --stdin-control`, 'captions on' and 'off'.
+        toggled = drain(net.start([BIN, "publish", "--device", "test-pattern", "--size", "320x240", "--fps", "10",
+                                   "--bitrate", "300", "--audio", "test-tone", "--session", url, "--token",
+                                   publisher_token, "--stdin-control", "--duration", "40", "--json"],
+                                  "publish-toggled", workdir, stdin=subprocess.PIPE))
+        streams = router.wait_for_streams(session, 3)
+        own = next(s for s in streams if s["streamId"] not in (mute["streamId"], voiced["streamId"]))
+        assert own["hasAudio"] and not own["hasCaptions"], own
+        for on in (True, False):
+            toggled.stdin.write(f"captions {'on' if on else 'off'}\n")
+            toggled.stdin.flush()
+            changed = watcher.wait_for("streamPropertyChanged", lambda m: m.get("property") == "hasCaptions"
+                                       and m.get("streamId") == own["streamId"] and m.get("newValue") == on)
+            assert changed["oldValue"] == (not on), changed
+        # Its own lines say so too (read by drain's thread: waited for, not raced).
+        said = lambda: [e for e in json_lines("".join(toggled.output)) if e.get("event") == "publishing"]  # noqa: E731
+        wait_until(lambda: len(said()) >= 2, 10, "two publishing lines", lambda: f" {said()}")
+        assert said() == [{"event": "publishing", "kind": "captions", "on": True},
+                          {"event": "publishing", "kind": "captions", "on": False}], said()
+        for proc in [*procs.values(), toggled]:
             net.stop(proc)
     finally:
         watcher.close()

@@ -2,6 +2,7 @@ import AudioDevices
 import MediaTypes
 import Publisher
 import Testing
+import VideoSources
 @testable import Session
 
 /// `Session.publish` without a router: what it refuses, and the bookkeeping
@@ -25,6 +26,44 @@ struct SessionPublishingTests {
     private static func signalingError(_ error: PublisherError) -> SignalingError? {
         if case .signaling(let e) = error { return e }
         return nil
+    }
+
+    /// What a publisher said, in order.
+    final class Events: Sendable {
+        private let list = PThreadLocked<[PublisherEvent]>([])
+        func append(_ e: PublisherEvent) { list.withLock { $0.append(e) } }
+        var captions: [Bool] {
+            list.withLock { $0.compactMap { if case .publishingCaptions(let on) = $0 { on } else { nil } } }
+        }
+    }
+
+    @Test("publishCaptions: each change is said once (a session tells the router); without audio it is MissingAudioTrack and nothing changes")
+    func publishCaptions() throws {
+        var settings = PublisherSettings()
+        settings.videoTrack = false
+        let events = Events()
+        let voiced = try Publisher(settings: settings, videoCapture: nil,
+                                   audioDevice: SilentAudioCapture(format: .init(sampleRate: 48_000, channels: 1)),
+                                   signaling: nil, logger: .init(label: "test")) { events.append($0) }
+        #expect(!voiced.publishCaptions)
+        try voiced.setPublishCaptions(true)
+        try voiced.setPublishCaptions(true)
+        #expect(voiced.publishCaptions)
+        try voiced.setPublishCaptions(false)
+        #expect(!voiced.publishCaptions)
+        #expect(events.captions == [true, false])
+
+        settings = PublisherSettings()
+        settings.audioTrack = false
+        let muteEvents = Events()
+        let mute = try Publisher(settings: settings,
+                                 videoCapture: TestPatternCapture(size: FrameSize(width: 320, height: 240), framesPerSecond: 10,
+                                                                 logger: .init(label: "test")),
+                                 audioDevice: nil, signaling: nil, logger: .init(label: "test")) { muteEvents.append($0) }
+        #expect(throws: PublisherError.missingAudioTrack) { try mute.setPublishCaptions(true) }
+        #expect(!mute.publishCaptions && muteEvents.captions.isEmpty)
+        try mute.setPublishCaptions(false)   // nothing to turn off: no error, nothing said
+        #expect(muteEvents.captions.isEmpty)
     }
 
     @Test("a session that is not connected makes no publisher and publishes nothing")
@@ -61,17 +100,17 @@ struct SessionPublishingTests {
         let signaling = SessionPublishSignaling(sessionURL: "http://127.0.0.1:1/v2/sessions/s", token: "t", timeout: 1,
                                                 allowInsecureTLS: false, trustedCertificatesFile: nil, logger: .init(label: "test"))
         #expect(signaling.query == nil)
-        signaling.prepare(connectionId: "old", options: ["name=door", "publishCaptions=true"])
-        #expect(signaling.query == "connectionId=old&name=door&publishCaptions=true")
+        signaling.prepare(connectionId: "old", options: ["name=door", "audioFallback=false"])
+        #expect(signaling.query == "connectionId=old&name=door&audioFallback=false")
         signaling.rejoined(connectionId: "new")
-        #expect(signaling.query == "connectionId=new&name=door&publishCaptions=true")
+        #expect(signaling.query == "connectionId=new&name=door&audioFallback=false")
     }
 
     @Test("a relayed stream announced again is found by its new id only")
     func relayedStreamAnnouncedAgain() throws {
         let publications = SessionPublications()
         let first = try publisher()
-        #expect(publications.add(.init(publisher: first, relayed: true, streamId: "A", name: "door", publishCaptions: false, connectionId: "c",
+        #expect(publications.add(.init(publisher: first, relayed: true, streamId: "A", name: "door", connectionId: "c",
                                        onEvent: { _ in })))
         // Moved to a new connection once: a rejoin and a publish under way do not both announce it.
         #expect(publications.moveTo(first, connectionId: "c2"))
@@ -88,9 +127,9 @@ struct SessionPublishingTests {
         let first = try publisher(), second = try publisher()
         let heard = PThreadLocked<[PublicationEvent]>([])
         let record: @Sendable (PublicationEvent) -> Void = { event in heard.withLock { $0.append(event) } }
-        #expect(publications.add(.init(publisher: first, relayed: true, streamId: "A", name: "", publishCaptions: false, connectionId: "c",
+        #expect(publications.add(.init(publisher: first, relayed: true, streamId: "A", name: "", connectionId: "c",
                                        onEvent: record)))
-        #expect(publications.add(.init(publisher: second, relayed: true, streamId: "B", name: "", publishCaptions: false, connectionId: "c",
+        #expect(publications.add(.init(publisher: second, relayed: true, streamId: "B", name: "", connectionId: "c",
                                        onEvent: record)))
         #expect(publications.publication(streamId: "B")?.publisher === second)
         #expect(publications.publication(streamId: "C") == nil)
@@ -110,7 +149,7 @@ struct SessionPublishingTests {
         publications.endAll(reason: "gone")
         publications.endAll(reason: "gone again")
         #expect(heard.withLock { $0 } == [.ended(reason: "gone")])
-        #expect(!publications.add(.init(publisher: first, relayed: true, streamId: "A2", name: "", publishCaptions: false, connectionId: "c",
+        #expect(!publications.add(.init(publisher: first, relayed: true, streamId: "A2", name: "", connectionId: "c",
                                         onEvent: record)))
     }
 

@@ -26,9 +26,9 @@ final class SessionPublications: Sendable {
         let relayed: Bool
         /// A relayed stream's id; a routed stream's is its signalling's (new on each reconnect).
         var streamId: String?
-        /// As `publish` was asked, to publish it again when the session rejoins.
+        /// As `publish` was asked, to publish it again when the session rejoins
+        /// (captions as the publisher wants them then).
         let name: String
-        let publishCaptions: Bool
         /// The connection its stream is published under (a rejoin moves it).
         var connectionId: String
         let onEvent: @Sendable (PublicationEvent) -> Void

@@ -7,8 +7,9 @@ import WHIP
 /// A publisher's signalling into a routed session: WHIP to the session's
 /// publish endpoint, with the session's token and tied to its connection
 /// (`?connectionId=`), so the stream is this client's in the session.
-/// `Session.publish` sets the query (name, captions, audio fallback) before
-/// the publisher's first offer; the stream's id is the last segment of the
+/// `Session.publish` sets the query (name, audio fallback) before the
+/// publisher's first offer, and each offer adds what the publisher wants
+/// now (audio or video off, captions); the stream's id is the last segment of the
 /// WHIP resource, and is new each time the publisher reconnects.
 final class SessionPublishSignaling: PublisherSignaling {
     private let endpoint: String
@@ -25,10 +26,10 @@ final class SessionPublishSignaling: PublisherSignaling {
         var options: [String] = []
         var whip: WHIPSignaling?
         var streamId: String?
-        /// What the publisher sends now (publishAudio, publishVideo): each offer says what is off.
-        var published: (@Sendable () -> (audio: Bool, video: Bool))?
+        /// What the publisher wants now (publishAudio, publishVideo, publishCaptions): each offer says it.
+        var published: (@Sendable () -> Offered)?
         /// Told each new stream's id and what its offer said, once the router has the stream.
-        var streamMade: (@Sendable (_ streamId: String, _ offered: (audio: Bool, video: Bool)) -> Void)?
+        var streamMade: (@Sendable (_ streamId: String, _ offered: Offered) -> Void)?
 
         var query: String? { connectionId.map { (["connectionId=" + $0] + options).joined(separator: "&") } }
     }
@@ -43,8 +44,15 @@ final class SessionPublishSignaling: PublisherSignaling {
         self.logger = logger
     }
 
+    /// What an offer said of the publisher's toggles.
+    struct Offered: Equatable {
+        var audio = true
+        var video = true
+        var captions = false
+    }
+
     /// What the publish endpoint is told along with each offer: the
-    /// connection, and `options` (name, captions, audio fallback) as query items.
+    /// connection, and `options` (name, audio fallback) as query items.
     func prepare(connectionId: String, options: [String]) {
         state.withLock { s in
             s.connectionId = connectionId
@@ -52,12 +60,13 @@ final class SessionPublishSignaling: PublisherSignaling {
         }
     }
 
-    /// Where each offer reads whether the publisher's audio and video are on,
-    /// so a stream published again while one is off starts off; and who
+    /// Where each offer reads whether the publisher's audio and video are on
+    /// and whether it wants captions, so a stream published again starts as
+    /// the publisher is now; and who
     /// hears of each new stream with what its offer said (a toggle between
     /// the offer and the answer went to the old stream: it is said again).
-    func reportPublished(_ published: @escaping @Sendable () -> (audio: Bool, video: Bool),
-                         streamMade: @escaping @Sendable (_ streamId: String, _ offered: (audio: Bool, video: Bool)) -> Void) {
+    func reportPublished(_ published: @escaping @Sendable () -> Offered,
+                         streamMade: @escaping @Sendable (_ streamId: String, _ offered: Offered) -> Void) {
         state.withLock { s in
             s.published = published
             s.streamMade = streamMade
@@ -78,9 +87,10 @@ final class SessionPublishSignaling: PublisherSignaling {
             throw .signaling(SignalingError(.refused, "this publisher publishes into its session with Session.publish, not on its own"))
         }
         let (published, streamMade) = state.withLock { ($0.published, $0.streamMade) }
-        let offered: (audio: Bool, video: Bool) = published?() ?? (true, true)
+        let offered = published?() ?? Offered()
         if !offered.audio { query += "&hasAudio=false" }
         if !offered.video { query += "&hasVideo=false" }
+        if offered.captions { query += "&publishCaptions=true" }
         let whip: WHIPSignaling
         do {
             whip = WHIPSignaling(client: try WHIPClient(endpoint: endpoint + "?" + query, token: token, timeout: timeout,

@@ -31,13 +31,19 @@ extension Session {
 
     /// Publishes `publisher` as a stream of this session and returns its id
     /// once media can flow (routed: the router receives it; relayed: the
-    /// stream is announced). `publishCaptions` asks for live captions of its
-    /// audio (routed sessions); `audioFallback` false keeps its subscribers
-    /// on video whatever their loss (OpenTok's audioFallbackEnabled).
+    /// stream is announced). Live captions of its audio (routed sessions)
+    /// follow the publisher's `publishCaptions`, which `publishCaptions` sets
+    /// when given (a publisher without audio: `missingAudioTrack`), and which
+    /// may be turned on and off while it is published. `audioFallback` false
+    /// keeps its subscribers on video whatever their loss (OpenTok's
+    /// audioFallbackEnabled).
     @discardableResult
-    public func publish(_ publisher: Publisher, name: String = "", publishCaptions: Bool = false, audioFallback: Bool = true,
+    public func publish(_ publisher: Publisher, name: String = "", publishCaptions: Bool? = nil, audioFallback: Bool = true,
                         onEvent: @escaping @Sendable (PublicationEvent) -> Void = { _ in }) throws(SessionError) -> String {
         guard let mode = mediaMode, let connectionId else { throw .notConnected }
+        if let publishCaptions {
+            do { try publisher.setPublishCaptions(publishCaptions) } catch { throw .publisher(error) }
+        }
         switch mode {
         case .routed:
             guard let signaling = publications.signaling(of: publisher) else {
@@ -45,16 +51,17 @@ extension Session {
             }
             var options = [String]()
             if !name.isEmpty { options.append("name=" + Self.queryEncoded(name)) }
-            if publishCaptions { options.append("publishCaptions=true") }
             if !audioFallback { options.append("audioFallback=false") }
             signaling.prepare(connectionId: connectionId, options: options)
-            signaling.reportPublished({ [weak publisher] in (publisher?.publishAudio ?? true, publisher?.publishVideo ?? true) },
-                                      streamMade: { [weak self, weak publisher] streamId, offered in
+            signaling.reportPublished({ [weak publisher] in
+                guard let publisher else { return .init() }
+                return .init(audio: publisher.publishAudio, video: publisher.publishVideo, captions: publisher.publishCaptions)
+            }, streamMade: { [weak self, weak publisher] streamId, offered in
                 guard let self, let publisher else { return }
                 self.tellRouter(publisher, streamId: streamId, offered: offered)
             })
             guard publications.add(.init(publisher: publisher, relayed: false, streamId: nil, name: name,
-                                         publishCaptions: publishCaptions, connectionId: connectionId,
+                                         connectionId: connectionId,
                                          onEvent: onEvent)) else {
                 throw .notConnected
             }
@@ -78,9 +85,9 @@ extension Session {
             let (streamId, announcedUnder) = try announceRelayed(
                 name: name, hasAudio: media.audio && publisher.publishAudio, hasVideo: media.video && publisher.publishVideo,
                 width: media.captureSize?.width ?? 0,
-                height: media.captureSize?.height ?? 0, publishCaptions: publishCaptions)
+                height: media.captureSize?.height ?? 0, publishCaptions: publisher.publishCaptions)
             guard publications.add(.init(publisher: publisher, relayed: true, streamId: streamId, name: name,
-                                         publishCaptions: publishCaptions, connectionId: announcedUnder,
+                                         connectionId: announcedUnder,
                                          onEvent: onEvent)) else {
                 try? endRelayedStream(streamId: streamId)
                 throw .notConnected
@@ -94,8 +101,8 @@ extension Session {
     /// What a published publisher says that the session acts on: its
     /// publishAudio/publishVideo turned off or on goes to the router
     /// (`publisherProperty`, whose subscribers hear videoDisabled/videoEnabled
-    /// with reason publishVideo); a relayed publisher's viewer that ended on
-    /// its own is a subscriber leaving.
+    /// with reason publishVideo), and so does its publishCaptions; a relayed
+    /// publisher's viewer that ended on its own is a subscriber leaving.
     private func observe(_ publisher: Publisher) {
         guard publications.observeOnce(publisher) else { return }
         publisher.observeEvents { [weak self, weak publisher] event in
@@ -105,6 +112,9 @@ extension Session {
                 self.relayedViewerLeft(publisher: publisher, viewerId: viewerId, reason: reason)
             case .publishing(let kind, let on):
                 self.tellRouter(publisher, turned: kind, on: on)
+            case .publishingCaptions(let on):
+                guard let streamId = self.streamId(of: publisher) else { return }
+                self.tellRouter(streamId: streamId, publishCaptions: on)
             default:
                 break
             }
@@ -119,17 +129,20 @@ extension Session {
     /// A routed stream the router just made of an offer: a toggle since the
     /// offer was read went to the stream before it, so what differs is said
     /// again (only for the kinds the publisher has).
-    private func tellRouter(_ publisher: Publisher, streamId: String, offered: (audio: Bool, video: Bool)) {
+    private func tellRouter(_ publisher: Publisher, streamId: String, offered: SessionPublishSignaling.Offered) {
         let media = publisher.media
         let audio = media.audio && publisher.publishAudio != offered.audio ? publisher.publishAudio : nil
         let video = media.video && publisher.publishVideo != offered.video ? publisher.publishVideo : nil
-        guard audio != nil || video != nil else { return }
-        tellRouter(streamId: streamId, hasAudio: audio, hasVideo: video)
+        let captions = publisher.publishCaptions != offered.captions ? publisher.publishCaptions : nil
+        guard audio != nil || video != nil || captions != nil else { return }
+        tellRouter(streamId: streamId, hasAudio: audio, hasVideo: video, publishCaptions: captions)
     }
 
     /// `publisherProperty`, its failure logged: the next toggle or publish says it again.
-    private func tellRouter(streamId: String, hasAudio: Bool?, hasVideo: Bool?) {
-        do { try publisherProperty(streamId: streamId, hasAudio: hasAudio, hasVideo: hasVideo) } catch {
+    private func tellRouter(streamId: String, hasAudio: Bool? = nil, hasVideo: Bool? = nil, publishCaptions: Bool? = nil) {
+        do {
+            try publisherProperty(streamId: streamId, hasAudio: hasAudio, hasVideo: hasVideo, publishCaptions: publishCaptions)
+        } catch {
             logger.notice("publisherProperty for stream \(streamId) not sent: \(error)")
         }
     }
@@ -216,7 +229,7 @@ extension Session {
                 name: publication.name, hasAudio: media.audio && publisher.publishAudio,
                 hasVideo: media.video && publisher.publishVideo,
                 width: media.captureSize?.width ?? 0, height: media.captureSize?.height ?? 0,
-                publishCaptions: publication.publishCaptions)
+                publishCaptions: publisher.publishCaptions)
             publications.setStreamId(streamId, of: publisher)
             publication.onEvent(.republished(streamId: streamId))
         } catch {

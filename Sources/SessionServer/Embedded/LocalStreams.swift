@@ -44,18 +44,20 @@ extension SessionServer {
     }
 
     /// A local stream's publisher turned its audio or video off or on
-    /// (publishAudio/publishVideo): `streamPropertyChanged`, and its
-    /// subscribers hear videoDisabled/videoEnabled (publishVideo). Only what
-    /// the stream carries changes (a stream without audio stays so).
-    public func setLocalStreamMedia(_ stream: LocalStream, hasAudio: Bool? = nil, hasVideo: Bool? = nil) {
+    /// (publishAudio/publishVideo), or its captions (publishCaptions):
+    /// `streamPropertyChanged`, and its subscribers hear
+    /// videoDisabled/videoEnabled (publishVideo). Only what the stream
+    /// carries changes (a stream without audio stays so, and gets no captions).
+    public func setLocalStreamMedia(_ stream: LocalStream, hasAudio: Bool? = nil, hasVideo: Bool? = nil,
+                                    publishCaptions: Bool? = nil) {
         do {
             try registry.setStreamProperties(sessionID: stream.sessionID, streamID: stream.streamID, requester: nil,
-                                             hasAudio: hasAudio, hasVideo: hasVideo)
+                                             hasAudio: hasAudio, hasVideo: hasVideo, publishCaptions: publishCaptions)
         } catch {
             logger.notice("local stream's media not changed", metadata: ["stream": "\(stream.streamID)", "error": "\(error)"])
             return
         }
-        if hasAudio != nil { services.reconcileCaptions(sessionID: stream.sessionID) }
+        if hasAudio != nil || publishCaptions != nil { services.reconcileCaptions(sessionID: stream.sessionID) }
     }
 
     /// Starts the session's captions from inside the process (the REST call

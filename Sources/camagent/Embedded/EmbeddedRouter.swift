@@ -104,7 +104,7 @@ final class EmbeddedRouter: Sendable {
                 let stream = try server.publishLocalStream(
                     sessionID: session.sessionID, name: camera.name, hasAudio: camera.hasAudio, hasVideo: camera.hasVideo,
                     width: camera.width, height: camera.height, connectionData: "camagent publish",
-                    publishCaptions: captioned && camera.hasAudio
+                    publishCaptions: captioned && camera.hasAudio && camera.publisher.publishCaptions
                 ) { streamID in local.attach(streamID: streamID, publisher: camera.publisher) }
                 if !audioFallback { engine.setAudioFallback(streamID: stream.streamID, enabled: false) }
                 embedded.localStreams.withLock { $0.append(stream) }
@@ -143,6 +143,12 @@ final class EmbeddedRouter: Sendable {
     func publishing(camera: Int, kind: MediaKind, on: Bool) {
         guard let stream = localStream(ofCamera: camera) else { return }
         server.setLocalStreamMedia(stream, hasAudio: kind == .audio ? on : nil, hasVideo: kind == .video ? on : nil)
+    }
+
+    /// A camera's publisher turned its captions off or on (publishCaptions).
+    func publishingCaptions(camera: Int, on: Bool) {
+        guard let stream = localStream(ofCamera: camera) else { return }
+        server.setLocalStreamMedia(stream, publishCaptions: on)
     }
 
     /// Camera N's (1-based) stream in the session; nil once the streams ended.
