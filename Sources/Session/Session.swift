@@ -3,6 +3,8 @@ import Logging
 import MediaTypes
 import Subscriber
 import WHIP
+// The stream object is the Subscriber's too (`subscriber.stream`); a client of Session names it as before.
+@_exported import struct Subscriber.SessionStream
 
 /// Receives a session's events, in order, on the session's reader thread.
 public protocol SessionDelegate: AnyObject, Sendable {
@@ -328,6 +330,7 @@ public final class Session: Sendable {
                           onEvent: @escaping @Sendable (SubscriberEvent) -> Void) throws(SubscriberError) -> Subscriber {
         let subscriber = try Subscriber(endpoint: subscribeURL(streamId: streamId), token: token, streamId: streamId, settings: settings,
                                         video: video, audio: audio, logger: logger, onEvent: onEvent)
+        if let stream = streams.first(where: { $0.streamId == streamId }) { subscriber.streamChanged(stream) }
         subscribers.withLock { list in
             list.removeAll { $0.subscriber == nil }
             list.append(WeakSubscriber(subscriber: subscriber, streamId: streamId))
@@ -445,12 +448,17 @@ public final class Session: Sendable {
                     switch event {
                     case .streamCreated(let stream): s.streams.append(stream)
                     case .streamDestroyed(let id, _): s.streams.removeAll { $0.streamId == id }
+                    case .streamPropertyChanged(let id, let property, _, let newValue):
+                        if let index = s.streams.firstIndex(where: { $0.streamId == id }) {
+                            _ = s.streams[index].apply(property: property, newValue: newValue)
+                        }
                     case .connectionCreated(let connection): s.connections.append(connection)
                     case .connectionDestroyed(let id, _): s.connections.removeAll { $0.connectionId == id }
                     default: break
                     }
                 }
                 forwardToSubscriber(event)
+                if case .streamPropertyChanged = event { updateSubscriberStreams() }
                 deliver(event)
             }
         }
@@ -480,6 +488,7 @@ public final class Session: Sendable {
                 let kept = joined.connectionId == previous
                 let missed = kept ? missedEvents(joined) : []
                 adopt(joined)
+                updateSubscriberStreams()
                 // `disconnect` came while joining: its reader ends with the new socket.
                 if stop.isStopRequested { return .rejoined(joined.socket) }
                 logger.notice("session joined again as connection \(joined.connectionId)\(kept ? ", kept by the router with its streams" : "")")
@@ -549,6 +558,17 @@ public final class Session: Sendable {
             }
         }
         return events
+    }
+
+    /// Each subscriber's `stream` as the session knows it now (a stream that
+    /// ended keeps what it was last).
+    private func updateSubscriberStreams() {
+        let streams = state.withLock { $0.streams }
+        let list = subscribers.withLock { $0 }
+        for entry in list {
+            guard let subscriber = entry.subscriber, let stream = streams.first(where: { $0.streamId == entry.streamId }) else { continue }
+            subscriber.streamChanged(stream)
+        }
     }
 
     /// Audio fallback's steps and the publisher's video off and on, to the

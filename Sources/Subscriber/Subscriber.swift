@@ -15,9 +15,15 @@ import WHIP
 /// decodes and renders (see `ReceivedMedia`).
 public final class Subscriber: Sendable {
     public let endpoint: String
-    /// The session stream it receives (OpenTok's `subscriber.stream`); nil
-    /// for a WHEP endpoint outside a session.
+    /// The id of the session stream it receives; nil for a WHEP endpoint
+    /// outside a session.
     public let streamId: String?
+    /// OpenTok's `subscriber.stream`: the stream it receives, as its session
+    /// knows it now (hasAudio, hasVideo, hasCaptions and its size follow the
+    /// stream's `streamPropertyChanged`); nil outside a session, or when the
+    /// session does not list the stream.
+    public var stream: SessionStream? { currentStream.withLock { $0 } }
+    private let currentStream = PThreadLocked<SessionStream?>(nil)
     private let client: WHIPClient
     private let settings: SubscriberSettings
     private let logger: Logger
@@ -218,6 +224,12 @@ public final class Subscriber: Sendable {
     /// resolution again through `onSettingsChange`: its `Session` joined again under a new
     /// connection, and the router keeps them per connection.
     public func repeatSettings() { settingsChanged() }
+
+    /// Its session's latest word on the stream (`stream`).
+    package func streamChanged(_ stream: SessionStream) {
+        guard stream.streamId == streamId else { return }
+        currentStream.withLock { $0 = stream }
+    }
 
     /// What the router's signalling said about this subscriber (audio
     /// fallback, captions), from its `Session`: passed on as the subscriber's

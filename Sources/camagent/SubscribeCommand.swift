@@ -224,6 +224,10 @@ struct SubscribeCommand: ParsableCommand {
                     default: out.event(event, stream: streamId)
                     }
                 }
+                // The stream as the subscriber knows it after each change (OpenTok's subscriber.stream).
+                joined.watch.onStreamChanged { [weak subscriber] property in
+                    if let subscriber { out.streamChanged(property, now: subscriber.stream) }
+                }
                 // Said to the router once connected (and again after each reconnection).
                 subscriber.subscribeToCaptions = captions
                 subscriber.preferredFrameRate = preferredFrameRate
@@ -357,6 +361,8 @@ final class SessionWatch: SessionDelegate {
         var ended: String?
         var onCaptions: (@Sendable (Bool) -> Void)?
         var onVideo: (@Sendable (Bool) -> Void)?
+        /// Any property of the followed stream changed (after the session took the change in).
+        var onChange: (@Sendable (_ property: String) -> Void)?
     }
     private let state = PThreadLocked(Followed())
 
@@ -364,7 +370,16 @@ final class SessionWatch: SessionDelegate {
         state.withLock { $0 = Followed(streamId: streamId, onCaptions: onCaptions, onVideo: onVideo) }
     }
 
+    /// Told the property's name each time the followed stream changes.
+    func onStreamChanged(_ body: @escaping @Sendable (_ property: String) -> Void) {
+        state.withLock { $0.onChange = body }
+    }
+
     func session(_ session: Session, didReceive event: SessionEvent) {
+        if case .streamPropertyChanged(let id, let property, _, _) = event {
+            let callback = state.withLock { s in s.streamId == id ? s.onChange : nil }
+            callback?(property)
+        }
         switch event {
         case .reconnecting, .reconnected, .disconnected:
             onSignalling(event)
@@ -503,6 +518,23 @@ final class SubscriberPrinter: Sendable {
     /// (clientDisconnected, forceDisconnected, networkDisconnected, ...).
     func streamDestroyed(reason: String) {
         say(EventLine(event: "stream", state: "destroyed", reason: reason), "stream destroyed by the router: \(reason)")
+    }
+
+    /// A property of the subscribed stream changed; `now` is the stream as
+    /// the subscriber has it since (`Subscriber.stream`).
+    func streamChanged(_ property: String, now: SessionStream?) {
+        if json { line(StreamChangedLine(property: property, stream: now)) } else if let now {
+            status.finish()
+            printError("stream:    \(property) changed: audio \(now.hasAudio ? "on" : "off"), video \(now.hasVideo ? "on" : "off"), "
+                       + "captions \(now.hasCaptions ? "on" : "off"), \(now.width)x\(now.height)")
+        }
+    }
+
+    private struct StreamChangedLine: Encodable {
+        var event = "stream"
+        var state = "changed"
+        var property: String
+        var stream: SessionStream?
     }
 
     /// The stream's captions started (hasCaptions true) or stopped.

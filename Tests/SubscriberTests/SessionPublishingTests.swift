@@ -153,6 +153,31 @@ struct SessionPublishingTests {
                                         onEvent: record)))
     }
 
+    @Test("a stream object follows streamPropertyChanged: hasAudio, hasVideo, hasCaptions and videoDimensions; unknown or unreadable values change nothing")
+    func streamFollowsItsProperties() throws {
+        guard case .streamCreated(var stream)? = Session.parse(#"{"type":"streamCreated","stream":{"streamId":"s1","connectionId":"c1","name":"door","hasAudio":true,"hasVideo":true,"hasCaptions":false,"videoType":"camera","width":640,"height":480,"createdAt":1}}"#) else {
+            Issue.record("no stream parsed")
+            return
+        }
+        for text in [#"{"type":"streamPropertyChanged","streamId":"s1","property":"hasCaptions","oldValue":false,"newValue":true}"#,
+                     #"{"type":"streamPropertyChanged","streamId":"s1","property":"hasVideo","oldValue":true,"newValue":false}"#,
+                     #"{"type":"streamPropertyChanged","streamId":"s1","property":"videoDimensions","oldValue":{"width":640,"height":480},"newValue":{"width":1280,"height":720}}"#] {
+            guard case .streamPropertyChanged(_, let property, _, let newValue)? = Session.parse(text) else {
+                Issue.record("not parsed: \(text)")
+                continue
+            }
+            let applied = stream.apply(property: property, newValue: newValue)
+            #expect(applied, "\(property)")
+        }
+        #expect(stream.hasCaptions && !stream.hasVideo && stream.hasAudio && stream.width == 1280 && stream.height == 720)
+        let before = stream
+        let refused = [stream.apply(property: "hasAudio", newValue: "maybe"),
+                       stream.apply(property: "videoDimensions", newValue: "{\"width\":1}"),
+                       stream.apply(property: "colour", newValue: "true")]
+        #expect(refused == [false, false, false])
+        #expect(stream == before)
+    }
+
     @Test("the router's messages become events carrying the contract's fields: a connection's data and time, a stream's videoType and createdAt")
     func parsedMessages() throws {
         let created = Session.parse(#"{"type":"connectionCreated","connection":{"connectionId":"c1","data":"kiosk","createdAt":1800000000123}}"#)
