@@ -1,5 +1,6 @@
 """`camagent subscribe`: camagent receives, decodes and writes out a stream, from a router
-session (`--session`) or from any WHEP endpoint (`--whep`, here camagent's built-in viewer).
+session (`--session`) or from any WHEP endpoint (`--whep`: camagent's built-in viewer, and
+an aiortc WHEP server, viewer_standin_whep.py, whose WebRTC side nobody here wrote).
 
 The publisher is `camagent publish` with the test pattern (its frame counter is a barcode
 in every frame) and the 1 kHz test tone. The subscriber writes Y4M and WAV; the test reads
@@ -19,7 +20,7 @@ import pytest
 from pattern import decode_counter, read_y4m
 from publish_support import (BIN, EXIT_UNAUTHORIZED, EXIT_UNREACHABLE, EXIT_USAGE, MAX_COUNTER_GAP,
                              MAX_MISSING_SHARE, MIN_READ_SHARE, TONE_HZ, TONE_TOLERANCE_HZ, json_lines)
-from publish_support import output_lines
+from publish_support import HERE, PY, output_lines, read_line
 from router_support import Router, SessionWatcher, drain, http
 
 EXIT_OUTPUT = 73
@@ -62,8 +63,8 @@ def check_pattern_y4m(path, *, fps, seconds, size, header_rate=False):
     return readable
 
 
-def check_tone_wav(path, *, seconds):
-    """The decoded audio is the 1 kHz tone at 48 kHz, about as long as the stream was watched."""
+def check_tone_wav(path, *, seconds, hz=TONE_HZ):
+    """The decoded audio is the `hz` tone (camagent's 1 kHz) at 48 kHz, about as long as the stream was watched."""
     with wave.open(path) as w:
         assert (w.getframerate(), w.getnchannels(), w.getsampwidth()) == (48000, 1, 2)
         samples = np.frombuffer(w.readframes(w.getnframes()), dtype=np.int16).astype(np.float64) / 32768
@@ -71,7 +72,7 @@ def check_tone_wav(path, *, seconds):
     body = samples[len(samples) // 4: 3 * len(samples) // 4]
     spectrum = np.abs(np.fft.rfft(body * np.hanning(len(body))))
     pitch = np.argmax(spectrum) * 48000 / len(body)
-    assert abs(pitch - TONE_HZ) <= TONE_TOLERANCE_HZ, pitch
+    assert abs(pitch - hz) <= TONE_TOLERANCE_HZ, pitch
     assert np.sqrt(np.mean(body ** 2)) > 0.01
 
 
@@ -164,6 +165,29 @@ def test_subscribe_to_the_built_in_viewer_over_whep_with_its_token(net, workdir)
     publisher.wait(timeout=60)
     joined = [e for e in json_lines("".join(publisher.output)) if e.get("event") == "viewer"]
     assert [e["state"] for e in joined if e["state"] in ("joined", "left")] == ["joined", "left"], joined
+
+
+def test_subscribe_to_an_aiortc_whep_server(net, workdir, pattern_y4m):
+    """`--whep` against another WebRTC stack: aiortc answers camagent's offer (its own SDP,
+    ICE, DTLS server side, SRTP, RTCP), streaming the test pattern's Y4M and a 440 Hz tone."""
+    server = net.start([PY, os.path.join(HERE, "viewer_standin_whep.py"), "--video", pattern_y4m,
+                        "--token", "aiortc-token", "-v"], "aiortc-whep", workdir)
+    whep = f"http://{net.addr}:{int(read_line(server, 30))}/whep"
+    code, _, err = subscribe(net, "--whep", whep, "--token", "wrong", "--duration", "1")
+    assert code == EXIT_UNAUTHORIZED, (code, err[-2000:])
+
+    video, audio = os.path.join(workdir, "aiortc.y4m"), os.path.join(workdir, "aiortc.wav")
+    code, lines, err = subscribe(net, "--whep", whep, "--token", "aiortc-token", "--video-out", video,
+                                 "--audio-out", audio, "--duration", str(WATCH))
+    assert code == 0, (code, err[-3000:], open(server.log_path).read()[-3000:])
+    assert events(lines, "state")[0]["codecs"] == "VP8+opus", lines
+    # The pattern file is 10 s long and looped: WATCH seconds see no wrap.
+    check_pattern_y4m(video, fps=30, seconds=WATCH, size=(640, 480))
+    check_tone_wav(audio, seconds=WATCH, hz=440)
+    # camagent ended its WHEP session with a DELETE, which the server took.
+    net.stop(server)
+    log = open(server.log_path).read()
+    assert " left" in log and "Traceback" not in log, log[-3000:]
 
 
 def test_subscribe_exit_codes(net, workdir):
