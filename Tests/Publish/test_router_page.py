@@ -13,7 +13,7 @@ import numpy as np
 
 from pattern import decode_counter, read_y4m
 from publish_support import BIN, PY, HERE, json_lines, track_brief
-from router_support import ROUTER_PORT, CuttableLink, Router, SessionWatcher, http
+from router_support import ROUTER_PORT, CuttableLink, Router, SessionWatcher, drain, http
 from test_router_media import start_camagent_publisher, start_subscriber, subscriber_result
 from viewer_checks import chromium_or_fail
 
@@ -181,3 +181,34 @@ def test_a_page_whose_socket_broke_comes_back_to_its_connection_and_its_camera_s
     finally:
         watcher.close()
         link.close()
+
+
+def test_a_tile_asks_for_its_size_and_gets_the_nearest_simulcast_layer(net, workdir):
+    """The page asks for each stream at the size of its tile (subscriberSettings
+    preferredResolution: the tile's device pixels times √2). camagent publishes 1280x720 with
+    simulcast (layers 1280x720 and 640x360); in a 1000-pixel window a tile is a third of the
+    width, about 322x181, so the page asks for about 455x256, which no layer fits: the router
+    sends the smallest, 640x360. A subscriber that asks nothing gets 1280x720 (test_subscribe),
+    so the picture's size here is the page's wish at work."""
+    chromium_or_fail()
+    router = Router(net, workdir)
+    session = router.create_session()
+    url = router.session_url(session)
+    publisher = drain(net.start([BIN, "publish", "--device", "test-pattern", "--audio", "none", "--session", url,
+                                 "--token", router.token(session, "publisher"), "--codec", "vp8", "--size", "1280x720",
+                                 "--fps", "15", "--simulcast", "--duration", "40", "--json"], "camagent-publisher", workdir))
+    stream = router.wait_for_streams(session, 1)[0]
+    page = f"{router.base}/?session={session}&token={router.token(session, 'subscriber')}"
+    browser = net.start([PY, os.path.join(HERE, "viewer_chromium.py"), page, "--out", os.path.join(workdir, "chromium"),
+                         "--timeout", "40", "--settle", "0", "--frames", "0", "--hold", "8",
+                         "--state-selector", ".stream .state"], "chromium", workdir)
+    browser.wait(timeout=120)
+    stdout = browser.stdout.read()
+    assert browser.returncode == 0, f"viewer_chromium.py exit {browser.returncode}:\n" + open(browser.log_path).read()[-3000:]
+    report = json.loads(stdout.strip().splitlines()[-1])
+    seen = report["session"]["streams"][stream["streamId"]]
+    wished = seen.get("preferredResolution")
+    assert wished and 300 <= wished["width"] < 640 and wished["height"] < 360, seen
+    assert seen["stats"]["framesDecoded"] > 15, seen
+    assert (seen["stats"]["width"], seen["stats"]["height"]) == (640, 360), seen
+    net.stop(publisher)

@@ -23,6 +23,9 @@
 //   to the router as subscriberLeft). The page does not subscribe to its own stream;
 // - it asks for every stream's captions (subscriberSettings subscribeToCaptions)
 //   and shows them over the stream's video in an aria-live region;
+// - each tile asks for the picture size it shows (subscriberSettings
+//   preferredResolution, again when the tile is resized), so a wall of small
+//   tiles gets a simulcasting publisher's small layer;
 // - `window.sessionState` holds what the page knows, for scripts and tests:
 //   connectionId, capabilities, and per stream its name, state and stats.
 
@@ -177,11 +180,15 @@ let sessionPageHTML = #"""
       url.searchParams.set("connectionId", connectionId);
       tile.resource = await exchange(pc, url.href);
       // Captions of this stream come over the signalling, to this connection, once asked for;
-      // asked at once, so they show as soon as the session's captions start.
-      const subscriberId = tile.resource.split("/").pop();
-      if (socket && socket.readyState === WebSocket.OPEN) {
-        socket.send(JSON.stringify({ type: "subscriberSettings", subscriberId, subscribeToCaptions: true }));
-      }
+      // asked at once, so they show as soon as the session's captions start. The tile's size
+      // goes with them, and again whenever the tile is resized.
+      tile.subscriberId = tile.resource.split("/").pop();
+      sendWishes(tile, { subscribeToCaptions: true });
+      tile.resize = new ResizeObserver(() => {
+        clearTimeout(tile.resizeTimer);
+        tile.resizeTimer = setTimeout(() => sendWishes(tile, {}), 300);
+      });
+      tile.resize.observe(tile.video);
     } catch (e) {
       setState(tile.stateEl, "failed");
       say("subscribing to " + (tile.stream.name || tile.stream.streamId) + " failed: " + e.message);
@@ -191,6 +198,31 @@ let sessionPageHTML = #"""
   }
 
   // A partial replaces the text shown; a final stays until the next caption, or 6 s.
+  // The size a tile shows its picture at, in device pixels, times √2: the router sends the
+  // largest simulcast layer within it, and each layer is half the size of the one above, so
+  // the layer nearest the tile's own size comes (a stream of one layer comes as it is).
+  // Nothing while the tile is not laid out.
+  function wantedResolution(tile) {
+    const scale = (window.devicePixelRatio || 1) * Math.SQRT2;
+    // (At most the router's largest size, 7680x4320.)
+    const width = Math.min(7680, Math.round(tile.video.clientWidth * scale));
+    const height = Math.min(4320, Math.round(tile.video.clientHeight * scale));
+    return width > 0 && height > 0 ? { width, height } : null;
+  }
+
+  // subscriberSettings for a tile's subscription: `extra`, and its size when that changed.
+  function sendWishes(tile, extra) {
+    if (!tile.subscriberId || !socket || socket.readyState !== WebSocket.OPEN) return;
+    const message = Object.assign({ type: "subscriberSettings", subscriberId: tile.subscriberId }, extra);
+    const wanted = wantedResolution(tile);
+    if (wanted && (!tile.wanted || wanted.width !== tile.wanted.width || wanted.height !== tile.wanted.height)) {
+      message.preferredResolution = wanted;
+      tile.wanted = wanted;
+      if (state.streams[tile.stream.streamId]) state.streams[tile.stream.streamId].preferredResolution = wanted;
+    }
+    if (Object.keys(message).length > 2) socket.send(JSON.stringify(message));
+  }
+
   function showCaption(tile, text, isFinal) {
     const el = tile.el.querySelector(".captions");
     clearTimeout(tile.captionTimer);
@@ -212,6 +244,8 @@ let sessionPageHTML = #"""
     tiles.delete(streamId);
     delete state.streams[streamId];
     clearInterval(tile.timer);
+    clearTimeout(tile.resizeTimer);
+    if (tile.resize) tile.resize.disconnect();
     if (tile.pc) tile.pc.close();
     remove(tile.resource);
     tile.el.remove();
