@@ -467,6 +467,16 @@ def report(results):
         ratio = r["usPerPacket"] / j["usPerPacket"] if r["usPerPacket"] and j["usPerPacket"] else None
         each = ", ".join(fmt(a / b, 2) for a, b in zip(r.get("usPerPacketRuns", [r["usPerPacket"]]),
                                                        j.get("usPerPacketRuns", [j["usPerPacket"]])))
+        # A run still short of packets after its repeat (the subscribers' process fell behind
+        # again) makes no ratio: its CPU went to packets nobody counted.
+        short = [x["server"] for x in (r, j) if x["udpReceiveBufferDrops"]]
+        if short:
+            lines.append(f"| {n} | {fmt(r['usPerPacket'])} | {fmt(j['usPerPacket'])} | not valid | "
+                         f"UDP drops at the subscribers of {' and '.join(short)} | {fmt(r['cores'], 3)} | "
+                         f"{fmt(j['cores'], 3)} | {fmt(r['rssMiB'], 0)} | {fmt(j['rssMiB'], 0)} |")
+            verdicts.append(f"- {n} subscriber(s): not measured: behind {' and '.join(short)} the "
+                            "subscribers' process fell behind even when run again (UDP receive drops)")
+            continue
         lines.append(f"| {n} | {fmt(r['usPerPacket'])} | {fmt(j['usPerPacket'])} | **{fmt(ratio, 2)}** | {each} | "
                      f"{fmt(r['cores'], 3)} | {fmt(j['cores'], 3)} | {fmt(r['rssMiB'], 0)} | {fmt(j['rssMiB'], 0)} |")
         if ratio is not None:
