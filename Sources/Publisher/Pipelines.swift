@@ -151,17 +151,18 @@ final class VideoPipeline: VideoCaptureConsumer, @unchecked Sendable {   // enco
                 counters.withLock { $0.encoded += 1 }
                 return
             }
-            // The small layer takes a fifth of the room, the captured size the rest.
+            // The small layer takes a fifth of the room, the captured size the rest. Each
+            // makes a keyframe only when one of its own is asked for.
             let smallBitrate = max(plan.bitrate / 5, 60_000)
             try encode(picture, layer: 1, with: &full, codec: codec, fps: fps,
-                       bitrate: max(plan.bitrate - smallBitrate, 100_000), keyframe: plan.keyframe,
+                       bitrate: max(plan.bitrate - smallBitrate, 100_000), keyframe: plan.keyframe(layer: 1),
                        timestamp: timestamp, orientation: orientationByte)
             let half = halfSize(of: picture)
             NV12Conversion.halve(picture, into: half)
             half.timestamp = picture.timestamp
             half.sequence = picture.sequence
             try encode(half, layer: 0, with: &small, codec: codec, fps: fps, bitrate: smallBitrate,
-                       keyframe: plan.keyframe, timestamp: timestamp, orientation: orientationByte)
+                       keyframe: plan.keyframe(layer: 0), timestamp: timestamp, orientation: orientationByte)
             counters.withLock { $0.encoded += 1 }
         } catch {
             failed = true

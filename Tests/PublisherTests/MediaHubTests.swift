@@ -91,7 +91,12 @@ struct MediaHubTests {
         hub.attach(b)
         a.setSending([.video])
         b.setSending([.video])
-        func keyframe(_ t: MonotonicTimestamp) -> Bool { hub.planVideoFrame(now: t)?.keyframe ?? false }
+        // A planned keyframe is made and sent: the viewers then have theirs.
+        func keyframe(_ t: MonotonicTimestamp) -> Bool {
+            guard let plan = hub.planVideoFrame(now: t) else { return false }
+            hub.send(Self.batch(bytes: 100), kind: .video, rtpTimestamp: 0, isKeyframe: plan.keyframe)
+            return plan.keyframe
+        }
         let t0 = MonotonicTimestamp.now()
         #expect(keyframe(t0))              // the first frame is a keyframe
         #expect(!keyframe(t0 + .milliseconds(40)))
@@ -109,6 +114,21 @@ struct MediaHubTests {
         hub.requestKeyframe()
         #expect(keyframe(t0 + .milliseconds(1900)))
         #expect(!keyframe(t0 + .milliseconds(1950)))
+    }
+
+    @Test("a viewer that has not had its first keyframe asks again, once a spacing, until it has it")
+    func aViewerWithoutItsFirstKeyframeAsksAgain() {
+        let hub = MediaHub(videoBitrateCeiling: 1_000_000)
+        let viewer = hub.makeSenders([(.video, 96)])
+        hub.attach(viewer)
+        viewer.setSending([.video])
+        let t0 = MonotonicTimestamp.now()
+        // The keyframe planned did not reach it (it was not made, or not sent).
+        #expect(hub.planVideoFrame(now: t0)?.keyframe == true)
+        #expect(hub.planVideoFrame(now: t0 + .milliseconds(100))?.keyframe == false)
+        #expect(hub.planVideoFrame(now: t0 + .milliseconds(600))?.keyframeLayers == 0b1)
+        hub.send(Self.batch(bytes: 100), kind: .video, rtpTimestamp: 1, isKeyframe: true)
+        #expect(hub.planVideoFrame(now: t0 + .milliseconds(1200))?.keyframe == false)
     }
 
     @Test func theVideoBitrateFollowsTheReceiverWithTheLeastRoom() {

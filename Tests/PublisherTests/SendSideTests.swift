@@ -99,16 +99,17 @@ struct SendSideTests {
 
     @Test func pliAndFirAskForAKeyframe() {
         var s = state()
-        s.keyframeRequested = false
+        s.keyframeLayers = 0
         _ = s.handle(.pictureLossIndication(sender: 1, media: 20), arrivedAtCompactNTP: 0)
-        #expect(s.keyframeRequested && s.feedback[1].pliReceived == 1)
-        s.keyframeRequested = false
+        // A stream without layers is all layer 0.
+        #expect(s.keyframeLayers == 0b1 && s.feedback[1].pliReceived == 1)
+        s.keyframeLayers = 0
         _ = s.handle(.fullIntraRequest(sender: 1, media: 20, sequence: 1), arrivedAtCompactNTP: 0)
-        #expect(s.keyframeRequested && s.feedback[1].firReceived == 1)
+        #expect(s.keyframeLayers == 0b1 && s.feedback[1].firReceived == 1)
         // A PLI for a stream we do not send changes nothing.
-        s.keyframeRequested = false
+        s.keyframeLayers = 0
         _ = s.handle(.pictureLossIndication(sender: 1, media: 99), arrivedAtCompactNTP: 0)
-        #expect(!s.keyframeRequested)
+        #expect(s.keyframeLayers == 0)
     }
 
     @Test func receiverReportsGiveLossJitterAndRoundTrip() {

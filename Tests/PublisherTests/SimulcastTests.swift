@@ -191,11 +191,12 @@ struct SimulcastForwardingTests {
         let subscriber = rig.subscriber(preferring: nil)
         _ = rig.feed(Self.both(0, keyframe: true) + Self.both(1, keyframe: false))
         subscriber.setPreferredResolution(FrameSize(width: 320, height: 180))
-        // The keyframe it needs is asked of the publisher, for every layer.
+        // The keyframe it needs is asked of the publisher: the small layer's only (the
+        // large one's subscribers have nothing to gain from one).
         try await Task.sleep(for: MediaHub.keyframeSpacing + .milliseconds(100))
         let feedback = rig.feed(Self.both(2, keyframe: false), now: 11)
         let asked = feedback.compactMap { if case .pictureLossIndication(_, let media) = $0 { media } else { nil } }
-        #expect(Set(asked) == [Self.smallSSRC, Self.largeSSRC])
+        #expect(asked == [Self.smallSSRC])
         _ = rig.feed(Self.both(3, keyframe: true) + Self.both(4, keyframe: false), now: 12)
         let sent = try MediaHubTests.drain(subscriber)
         #expect(Self.layers(sent) == [Self.largeSSRC, Self.largeSSRC, Self.largeSSRC, Self.smallSSRC, Self.smallSSRC])
@@ -281,6 +282,14 @@ struct SimulcastForwardingTests {
         #expect(hub.send(batch, kind: .video, rtpTimestamp: 3000, isKeyframe: false, spatialLayer: 0) == 1)
         let sent = try MediaHubTests.drain(whip)
         #expect(sent.map(\.header.ssrc) == [ssrcs[1], ssrcs[0], ssrcs[0]])
+
+        // A PLI (from the router) names one layer's SSRC: a keyframe of that layer only.
+        #expect(hub.planVideoFrame(now: .now())?.keyframeLayers == KeyframeSchedule.allLayers)   // the connection's first
+        let later = MonotonicTimestamp.now() + .seconds(1)
+        _ = whip.withStateForTesting { $0.handle(.pictureLossIndication(sender: 1, media: ssrcs[0]), arrivedAtCompactNTP: 0) }
+        #expect(hub.planVideoFrame(now: later)?.keyframeLayers == 0b01)
+        _ = whip.withStateForTesting { $0.handle(.pictureLossIndication(sender: 1, media: ssrcs[1]), arrivedAtCompactNTP: 0) }
+        #expect(hub.planVideoFrame(now: later + .seconds(1))?.keyframeLayers == 0b10)
 
         var offer = PublisherOffer(iceUfrag: "ufrag", icePwd: "password-password", fingerprint: "AB:CD", candidates: [],
                                    audio: [.opus], video: [.vp8], audioSSRC: 7, videoSSRC: ssrcs[1], cname: "c")

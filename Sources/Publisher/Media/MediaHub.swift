@@ -9,8 +9,8 @@ import RTP
 ///
 /// The hub also merges what the receivers ask of the one encoder: keyframe
 /// requests (PLI, FIR, a new viewer) from any of them become at most one
-/// keyframe per `keyframeSpacing`, and the video bitrate follows the
-/// receiver with the least room.
+/// keyframe per `keyframeSpacing` of each simulcast layer asked for, and the
+/// video bitrate follows the receiver with the least room.
 final class MediaHub: Sendable {
     /// Time zero of the RTP clocks, shared by audio and video and by every connection.
     let origin: MonotonicTimestamp
@@ -37,7 +37,7 @@ final class MediaHub: Sendable {
     private let simulcasts: Bool
     /// The next keyframe's bookkeeping, and whether video is published at all
     /// (in the same lock: the encoder asks both once a frame).
-    private let keyframes = PThreadLocked<(pending: Bool, last: MonotonicTimestamp?, videoOn: Bool)>((true, nil, true))
+    private let keyframes = PThreadLocked<(schedule: KeyframeSchedule, videoOn: Bool)>((KeyframeSchedule(), true))
     /// Whether audio is published at all (OpenTok's publishAudio).
     private let audioOn = PThreadLocked(true)
 
@@ -100,7 +100,7 @@ final class MediaHub: Sendable {
             return keyframes.withLock { k in
                 guard k.videoOn != on else { return false }
                 k.videoOn = on
-                if on { (k.pending, k.last) = (true, nil) }
+                if on { k.schedule.restart() }
                 return true
             }
         }
@@ -117,23 +117,21 @@ final class MediaHub: Sendable {
 
     /// The plan for the next video frame, in one pass over the connections,
     /// or nil when none receives video or video is not published (nothing
-    /// is encoded). Keyframe
-    /// requests from any of them (PLI, FIR, a new connection) become at most
-    /// one keyframe per `keyframeSpacing`; a request is kept until it can be
-    /// served. The bitrate is the lowest room among the receivers.
+    /// is encoded). Keyframe requests from any of them (PLI, FIR, a new
+    /// connection, a receiver moving to another simulcast layer) become at
+    /// most one keyframe per `keyframeSpacing` of each layer asked for; a
+    /// request is kept until it can be served. The bitrate is the lowest
+    /// room among the receivers.
     func planVideoFrame(now: MonotonicTimestamp) -> VideoFramePlan? {
         var builder = VideoFramePlan.Builder()
         connections.withLock { list in for c in list { c.contribute(to: &builder) } }
-        let (keyframe, videoOn) = keyframes.withLock { k -> (Bool, Bool) in
-            k.pending = k.pending || builder.keyframeAsked
-            guard k.videoOn, builder.receivers > 0, k.pending else { return (false, k.videoOn) }
-            if let last = k.last, now - last < Self.keyframeSpacing { return (false, true) }
-            k.pending = false
-            k.last = now
-            return (true, true)
+        let (keyframeLayers, videoOn) = keyframes.withLock { k -> (UInt8, Bool) in
+            k.schedule.ask(builder.keyframeLayers)
+            guard k.videoOn, builder.receivers > 0, k.schedule.pending != 0 else { return (0, k.videoOn) }
+            return (k.schedule.due(now: now, spacing: Self.keyframeSpacing), true)
         }
         guard videoOn, builder.receivers > 0 else { return nil }
-        return VideoFramePlan(keyframe: keyframe,
+        return VideoFramePlan(keyframeLayers: keyframeLayers,
                               bitrate: builder.lowestBitrate ?? builder.lowestLowerLayerBitrate ?? videoBitrateCeiling,
                               orientationAsMetadata: builder.allTakeOrientation)
     }

@@ -23,8 +23,11 @@ struct MediaSendState {
     var layersAwaitingKeyframe: UInt8 = .max
     /// Each simulcast layer on a stream of its own (more than one video stream).
     let carriesLayers: Bool
-    /// Set by PLI/FIR (or a new connection); `MediaHub` takes it for the encoder.
-    var keyframeRequested = true
+    /// The layers a keyframe is wanted of, one bit each (`KeyframeSchedule`),
+    /// set by PLI/FIR or a new connection; `MediaHub` takes them for the
+    /// encoder. A receiver of one layer on its one video stream also asks
+    /// for its layer's keyframe while it waits for one (`contribute`).
+    var keyframeLayers: UInt8 = 0
     /// Packets a NACK asked for that were no longer in the history.
     var nackMisses: UInt64 = 0
     /// The a=extmap id of urn:3gpp:video-orientation when the peer took it
@@ -46,6 +49,13 @@ struct MediaSendState {
     /// The first stream of `kind`: for video, the largest layer.
     func streamIndex(kind: MediaKind) -> Int? { streams.firstIndex { $0.kind == kind } }
     func streamIndex(videoLayer layer: UInt8) -> Int? { streams.firstIndex { $0.kind == .video && $0.spatialLayer == layer } }
+
+    /// The layer a keyframe request on stream `index` is about: that
+    /// stream's own layer where each layer has a stream, else the layer this
+    /// receiver gets (or waits for).
+    func keyframeLayer(of index: Int) -> UInt8 {
+        KeyframeSchedule.bit(carriesLayers ? streams[index].spatialLayer : layers.received)
+    }
 
     /// Acts on one RTCP packet from the receiver. Returns true when the peer
     /// said goodbye (BYE for the whole session).
@@ -69,13 +79,13 @@ struct MediaSendState {
         case .pictureLossIndication(_, let media):
             guard let s = streamIndex(ssrc: media) else { return false }
             feedback[s].pliReceived += 1
-            keyframeRequested = true
+            keyframeLayers |= keyframeLayer(of: s)
         case .fullIntraRequest(_, let media, _):
             // FIR's own media SSRC field is zero; the target is in the FCI.
             let s = streamIndex(ssrc: media) ?? streamIndex(kind: .video)
             guard let s else { return false }
             feedback[s].firReceived += 1
-            keyframeRequested = true
+            keyframeLayers |= keyframeLayer(of: s)
         case .estimatedMaximumBitrate(_, let bps, let ssrcs):
             if ssrcs.isEmpty || ssrcs.contains(where: { streamIndex(ssrc: $0) != nil }) {
                 bitrate.estimatedMaximum(Int(min(bps, UInt64(Int.max))))

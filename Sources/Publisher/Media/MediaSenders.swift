@@ -55,7 +55,9 @@ final class MediaSenders: Sendable {
             s.sending = kinds
             s.layers.restart()
             s.layersAwaitingKeyframe = .max
-            if !kinds.isEmpty { s.keyframeRequested = true }
+            // Each layer on a stream of its own waits for its keyframe; a receiver of one
+            // layer asks for the one it waits for (`contribute`).
+            if !kinds.isEmpty && s.carriesLayers { s.keyframeLayers = KeyframeSchedule.allLayers }
         }
     }
 
@@ -75,18 +77,19 @@ final class MediaSenders: Sendable {
     }
 
     /// What the answer (or the viewer's offer) settled: payload types and
-    /// whether the peer takes the orientation extension. Asks for a keyframe.
+    /// whether the peer takes the orientation extension. (Its first keyframe
+    /// is asked for when it starts sending: `setSending`.)
     func negotiated(payloadTypes: [MediaKind: UInt8], videoOrientationExtensionID: UInt8?) {
         state.withLock { s in
             for (kind, type) in payloadTypes {
                 for index in s.streams.indices where s.streams[index].kind == kind { s.streams[index].payloadType = type }
             }
             s.videoOrientationExtensionID = videoOrientationExtensionID
-            s.keyframeRequested = true
         }
     }
 
-    func requestKeyframe() { state.withLock { $0.keyframeRequested = true } }
+    /// A keyframe of every layer (the camera came back, another was plugged in).
+    func requestKeyframe() { state.withLock { $0.keyframeLayers = KeyframeSchedule.allLayers } }
 
     /// The receiver's preferred frame rate (nil: every frame).
     func setPreferredFrameRate(_ rate: Double?) { state.withLock { $0.frameRate.preferred = rate } }
@@ -97,15 +100,16 @@ final class MediaSenders: Sendable {
     // MARK: The encoders' side
 
     /// This connection's part of the next video frame's plan, read and
-    /// taken in one critical section: its keyframe request (cleared), and,
+    /// taken in one critical section: its keyframe requests (cleared), and,
     /// when it receives video, its bitrate room and whether it takes CVO.
     func contribute(to plan: inout VideoFramePlan.Builder) {
         state.withLock { s in
-            plan.keyframeAsked = plan.keyframeAsked || s.keyframeRequested
-            s.keyframeRequested = false
+            plan.keyframeLayers |= s.keyframeLayers
+            s.keyframeLayers = 0
             guard s.sending.contains(.video) else { return }
-            // A receiver moving to another simulcast layer waits for its keyframe.
-            if !s.carriesLayers && s.layers.wantsSwitch { plan.keyframeAsked = true }
+            // A receiver that waits for a layer's keyframe (its first, or a move to another
+            // layer) asks for that layer's.
+            if !s.carriesLayers, let layer = s.layers.awaitedLayer { plan.keyframeLayers |= KeyframeSchedule.bit(layer) }
             plan.receivers += 1
             // The bitrate asked of the encoder (the router's REMB) is the largest layer's: a
             // receiver of a smaller one does not hold it down, unless no one takes the largest.

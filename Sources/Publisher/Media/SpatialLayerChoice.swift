@@ -102,9 +102,15 @@ struct SpatialLayerChoice: Sendable {
     }
 
     /// Whether the receiver gets one layer and waits for another's keyframe
-    /// to switch: the publisher is asked for one. (The first keyframe after
-    /// connecting is asked for when the connection starts.)
+    /// to switch: the publisher is asked for one.
     var wantsSwitch: Bool { current.map { $0 != target } ?? false }
+
+    /// The layer whose keyframe the receiver waits for: its first one after
+    /// (re)connecting, or the one it moves to; nil while it has what it wants.
+    var awaitedLayer: UInt8? { current == target ? nil : target }
+
+    /// The layer the receiver gets, or waits for: where its decoding failed.
+    var received: UInt8 { current ?? target }
 
     /// Whether the receiver gets a layer below the largest: its room says
     /// nothing of what the largest layer may take.

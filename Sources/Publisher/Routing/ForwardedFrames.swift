@@ -12,8 +12,9 @@ import Synchronization
 /// again for a missing one (NACK) and holds the frames after it for a short
 /// bound (`videoReception`). A packet lost for good holds frames back until
 /// the next keyframe, which is asked for with a PLI. Keyframe requests of
-/// the subscribers, merged by the hub, become PLIs too, and the room of the
-/// subscriber with the least becomes a REMB. Runs on the connection's
+/// the subscribers, merged by the hub, become PLIs too, each to the
+/// simulcast layer it is about, and the room of the subscriber with the
+/// least becomes a REMB. Runs on the connection's
 /// thread only; the counters are atomics, read from anywhere.
 ///
 /// A simulcasting publisher (an `a=ssrc-group:SIM` in its offer) sends each
@@ -38,6 +39,8 @@ final class ForwardedFrames: ReceivedRTPSink, @unchecked Sendable {   // state b
         /// The jitter buffer's counters already added to the atomics.
         var countedSoFar = VideoJitterBuffer.Counters()
         var reception: ReceptionCounter
+        /// When this layer was last asked for a keyframe (PLI).
+        var lastPLI = -Double.infinity
     }
 
     /// Packets forwarded: received from the publisher and queued to a subscriber (once per subscriber).
@@ -88,7 +91,6 @@ final class ForwardedFrames: ReceivedRTPSink, @unchecked Sendable {   // state b
     private var audioBatch = PayloadBatch()
     private var audioOffset: UInt32?
     private var dimensions: (Int, Int)?
-    private var lastPLI = -Double.infinity
     private var lastREMB = -Double.infinity
     private var lastREMBBitrate = 0
     private var audioReception: ReceptionCounter?
@@ -171,7 +173,8 @@ final class ForwardedFrames: ReceivedRTPSink, @unchecked Sendable {   // state b
         if !requests.nacks.isEmpty {
             feedback.append(.nack(sender: feedbackSSRC, media: view.ssrc, lost: requests.nacks))
         }
-        if requests.keyframe { askForKeyframe(now: now, into: &feedback) }
+        // A gap this layer's jitter buffer gave up on: a keyframe of this layer.
+        if requests.keyframe { askForKeyframe(layers: KeyframeSchedule.bit(layer), now: now, into: &feedback) }
         countVideoReception(index)
     }
 
@@ -219,7 +222,7 @@ final class ForwardedFrames: ReceivedRTPSink, @unchecked Sendable {   // state b
         count(queuedTo: queued, bytes: videoFrame.byteCount, packets: videoFrame.count)
         // What the subscribers ask of the publisher, merged by the hub.
         if let plan = hub.planVideoFrame(now: .now()) {
-            if plan.keyframe { askForKeyframe(now: now, into: &feedback) }
+            if plan.keyframe { askForKeyframe(layers: plan.keyframeLayers, now: now, into: &feedback) }
             if now - lastREMB >= 1 || plan.bitrate < lastREMBBitrate * 9 / 10 {
                 lastREMB = now
                 lastREMBBitrate = plan.bitrate
@@ -279,12 +282,14 @@ final class ForwardedFrames: ReceivedRTPSink, @unchecked Sendable {   // state b
         }
     }
 
-    /// A PLI to the publisher, at most one per keyframe spacing, for every
-    /// layer: which layer a subscriber lacks is not told apart here.
-    private func askForKeyframe(now: Double, into feedback: inout [RTCPPacket]) {
-        guard now - lastPLI >= Self.pliSpacing else { return }
-        lastPLI = now
-        for layer in videoLayers { feedback.append(.pictureLossIndication(sender: feedbackSSRC, media: layer.ssrc)) }
+    /// A PLI to the publisher for each of `layers` (one bit each) it sends,
+    /// at most one per keyframe spacing and layer.
+    private func askForKeyframe(layers: UInt8, now: Double, into feedback: inout [RTCPPacket]) {
+        for index in videoLayers.indices where layers & KeyframeSchedule.bit(videoLayers[index].layer) != 0 {
+            guard now - videoLayers[index].lastPLI >= Self.pliSpacing else { continue }
+            videoLayers[index].lastPLI = now
+            feedback.append(.pictureLossIndication(sender: feedbackSSRC, media: videoLayers[index].ssrc))
+        }
     }
 
     private func count(queuedTo subscribers: Int, bytes: Int, packets: Int = 1) {
