@@ -78,6 +78,7 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
         }
         self.onEvent = emit
         guard video != nil || audio != nil else { throw .nothingToPublish }
+        if settings.publishCaptions && audio == nil { throw .missingAudioTrack }
         do { certificate = try DTLSCertificate() } catch { throw .connection(.dtls(error)) }
         simulcastLayers = settings.simulcast && signaling != nil && video != nil ? 2 : 1
         hub = MediaHub(videoBitrateCeiling: settings.videoBitrate, simulcastLayers: simulcastLayers)
@@ -92,6 +93,7 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
             whipMedia = nil
         }
         viewers = ViewerSessions(hub: hub, certificate: certificate, settings: settings, logger: logger, onEvent: emit)
+        control.withLock { $0.publishCaptions = settings.publishCaptions }
     }
 
     public var state: PublisherState { control.withLock { $0.state } }

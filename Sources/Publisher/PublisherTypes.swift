@@ -51,6 +51,9 @@ public struct PublisherSettings: Sendable {
     /// Costs a second encode: 1.4-1.6 times the CPU of one layer at 720p
     /// (BENCHMARKS.md). Viewers of this publisher itself get the captured size.
     public var simulcast = false
+    /// OpenTok's publishCaptions from the start (`Publisher.publishCaptions`;
+    /// a publisher without audio refuses it: `missingAudioTrack`).
+    public var publishCaptions = false
 
     /// The small simulcast layer's size for a captured `size`: half each
     /// side, rounded down to even (4:2:0 chroma), at least 2x2.

@@ -330,10 +330,12 @@ public final class Session: Sendable {
                           onEvent: @escaping @Sendable (SubscriberEvent) -> Void) throws(SubscriberError) -> Subscriber {
         let subscriber = try Subscriber(endpoint: subscribeURL(streamId: streamId), token: token, streamId: streamId, settings: settings,
                                         video: video, audio: audio, logger: logger, onEvent: onEvent)
-        if let stream = streams.first(where: { $0.streamId == streamId }) { subscriber.streamChanged(stream) }
+        // Listed and given the stream in one step with `updateSubscriberStreams`: a change the
+        // reader thread takes in meanwhile reaches it either way.
         subscribers.withLock { list in
             list.removeAll { $0.subscriber == nil }
             list.append(WeakSubscriber(subscriber: subscriber, streamId: streamId))
+            if let stream = streams.first(where: { $0.streamId == streamId }) { subscriber.streamChanged(stream) }
         }
         // subscribeToAudio/Video/Captions reach the router, which then sends only what is wanted.
         subscriber.onSettingsChange { [weak self, logger] id, wishes in
@@ -495,8 +497,9 @@ public final class Session: Sendable {
                 // Kept: the streams this client knew, which the events after bring up to date.
                 deliver(.reconnected(connectionId: joined.connectionId, streams: kept ? known : joined.streams, sameConnection: kept))
                 for event in missed { deliver(event) }
-                // A kept connection's streams went on; a new one's are published again.
-                if !kept { publishAgain(connectionId: joined.connectionId) }
+                // A kept connection's streams went on (what their publishers changed meanwhile is
+                // said again); a new one's are published again.
+                if kept { sayPublishersAgain() } else { publishAgain(connectionId: joined.connectionId) }
                 // Subscribers' media never went through the signalling; their settings are the new connection's to say.
                 for subscriber in subscribers.withLock({ $0.compactMap(\.subscriber) }) { subscriber.repeatSettings() }
                 return .rejoined(joined.socket)
@@ -563,11 +566,14 @@ public final class Session: Sendable {
     /// Each subscriber's `stream` as the session knows it now (a stream that
     /// ended keeps what it was last).
     private func updateSubscriberStreams() {
-        let streams = state.withLock { $0.streams }
-        let list = subscribers.withLock { $0 }
-        for entry in list {
-            guard let subscriber = entry.subscriber, let stream = streams.first(where: { $0.streamId == entry.streamId }) else { continue }
-            subscriber.streamChanged(stream)
+        // Under the subscribers' lock (the state's taken inside it, never the other way round),
+        // so that `subscribe` cannot list a subscriber between the read and the update.
+        subscribers.withLock { list in
+            let streams = state.withLock { $0.streams }
+            for entry in list {
+                guard let subscriber = entry.subscriber, let stream = streams.first(where: { $0.streamId == entry.streamId }) else { continue }
+                subscriber.streamChanged(stream)
+            }
         }
     }
 

@@ -252,6 +252,8 @@ struct PublishCommand: ParsableCommand {
             var cameraSettings = settings
             cameraSettings.videoTrack = capture != nil
             cameraSettings.audioTrack = microphone != nil
+            // Captions are asked for the stream that carries the microphone (publishCaptions).
+            cameraSettings.publishCaptions = captions && microphone != nil
             let publisher: Publisher
             do {
                 let onEvent: @Sendable (PublisherEvent) -> Void = { event in
@@ -283,8 +285,6 @@ struct PublishCommand: ParsableCommand {
                     publisher = try Publisher(settings: cameraSettings, videoCapture: capture, audioDevice: microphone,
                                               signaling: signaling, logger: logger, onEvent: onEvent)
                 }
-                // Captions are asked for the stream that carries the microphone (publishCaptions).
-                if captions && publisher.media.audio { try publisher.setPublishCaptions(true) }
             } catch let error as PublisherError {
                 throw fail(error)
             } catch let error as SessionError {

@@ -54,8 +54,18 @@ class CountedPublish:
                            name=f"camagent-{codec}-{viewer_seconds}")
         self.viewer = start_viewer(net, workdir, self.agent, f"viewer-{codec}-{viewer_seconds}", duration=viewer_seconds)
 
-    def thread_names(self):
-        return thread_names(self.agent.proc.pid)
+    def wait_for_threads(self, timeout=20):
+        """Until both watched threads run (the encoder's starts with the viewer's connection):
+        the counter goes by thread name, so a count of 0 must mean no allocation, not a
+        renamed thread. Checked while this run is young, before the next one starts."""
+        deadline = time.monotonic() + timeout
+        names = set()
+        while time.monotonic() < deadline:
+            names = thread_names(self.agent.proc.pid)
+            if set(THREADS) <= names:
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"camagent's threads while publishing: {sorted(names)}")
 
     def result(self):
         """({thread: allocations}, frames encoded), once the run has ended."""
@@ -106,13 +116,11 @@ def thread_names(pid):
 def test_publish_allocates_nothing_per_frame_on_the_capture_and_encoder_threads(net, workdir, counter):
     """VP8 and H.264, each short and long: the four publishers run side by side (the bound is a
     count per frame, not a time, so sharing the cores changes nothing but the wall time)."""
-    runs = {(codec, seconds): CountedPublish(net, workdir, counter, codec, seconds)
-            for codec in ("vp8", "h264") for seconds in (4, 20)}
-    time.sleep(2)
-    for run in runs.values():
-        # The counter goes by thread name: a count of 0 must mean no allocation, not a renamed thread.
-        names = run.thread_names()
-        assert set(THREADS) <= names, f"camagent's threads while publishing: {sorted(names)}"
+    runs = {}
+    for codec in ("vp8", "h264"):
+        for seconds in (4, 20):
+            runs[(codec, seconds)] = CountedPublish(net, workdir, counter, codec, seconds)
+            runs[(codec, seconds)].wait_for_threads()
     results = {key: run.result() for key, run in runs.items()}
     for codec in ("vp8", "h264"):
         check_per_frame(codec, *results[(codec, 4)], *results[(codec, 20)])

@@ -87,6 +87,29 @@ struct CaptionsRegistryTests {
             try registry.setStreamProperties(sessionID: sid, streamID: stream, requester: videoOwner, hasAudio: nil,
                                              hasVideo: nil, publishCaptions: false)
         }
+        // Audio that is only turned off is not a missing track: captions asked for meanwhile
+        // start when it is back on.
+        try registry.setStreamProperties(sessionID: sid, streamID: stream, requester: owner, hasAudio: false, hasVideo: nil,
+                                         publishCaptions: false)
+        try registry.setStreamProperties(sessionID: sid, streamID: stream, requester: owner, hasAudio: nil, hasVideo: nil,
+                                         publishCaptions: true)
+        #expect(registry.captionedStreams(sessionID: sid).streamIDs.isEmpty)
+        try registry.setStreamProperties(sessionID: sid, streamID: stream, requester: owner, hasAudio: true, hasVideo: nil)
+        #expect(registry.captionedStreams(sessionID: sid).streamIDs == [stream])
+    }
+
+    @Test("a relayed session's stream cannot ask for captions: the router never hears its audio")
+    func publishCaptionsInARelayedSession() throws {
+        let registry = SessionRegistry()
+        let sid = try registry.createSession(mediaMode: .relayed).sessionID
+        let connection = try registry.connect(sessionID: sid, role: .publisher, data: "", outbox: Outbox()).connectionId
+        let stream = try registry.reserveStream(sessionID: sid, connectionID: connection, mediaMode: .relayed)
+        _ = try registry.announceStream(sessionID: sid, streamID: stream, publisher: .connection(connection), name: "",
+                                        hasAudio: true, hasVideo: true, videoType: .camera)
+        #expect(throws: RegistryError.conflict(SessionRegistry.captionsNeedRoutedMessage)) {
+            try registry.setStreamProperties(sessionID: sid, streamID: stream, requester: connection, hasAudio: nil,
+                                             hasVideo: nil, publishCaptions: true)
+        }
     }
 
     @Test("captions go to the connections whose subscriber of that stream asked for them, and nowhere else")

@@ -64,6 +64,23 @@ struct SessionPublishingTests {
         #expect(!mute.publishCaptions && muteEvents.captions.isEmpty)
         try mute.setPublishCaptions(false)   // nothing to turn off: no error, nothing said
         #expect(muteEvents.captions.isEmpty)
+
+        // From the start (PublisherSettings.publishCaptions): on, without a word; refused without audio.
+        settings.publishCaptions = true
+        #expect(throws: PublisherError.missingAudioTrack) {
+            _ = try Publisher(settings: settings,
+                              videoCapture: TestPatternCapture(size: FrameSize(width: 320, height: 240), framesPerSecond: 10,
+                                                               logger: .init(label: "test")),
+                              audioDevice: nil, signaling: nil, logger: .init(label: "test"))
+        }
+        settings = PublisherSettings()
+        settings.videoTrack = false
+        settings.publishCaptions = true
+        let fromTheStartEvents = Events()
+        let fromTheStart = try Publisher(settings: settings, videoCapture: nil,
+                                         audioDevice: SilentAudioCapture(format: .init(sampleRate: 48_000, channels: 1)),
+                                         signaling: nil, logger: .init(label: "test")) { fromTheStartEvents.append($0) }
+        #expect(fromTheStart.publishCaptions && fromTheStartEvents.captions.isEmpty)
     }
 
     @Test("a session that is not connected makes no publisher and publishes nothing")

@@ -66,6 +66,9 @@ extension Session {
                 throw .notConnected
             }
             catchUpWithRejoin(publisher, publishedUnder: connectionId)
+            // Heard from before its first connection: a toggle once the router has the stream
+            // goes to it (before, the stream has no id yet and `streamMade` says what differs).
+            observe(publisher)
             do { try publisher.publish() } catch {
                 _ = publications.remove(publisher)
                 throw .publisher(error)
@@ -74,7 +77,6 @@ extension Session {
                 unpublish(publisher)
                 throw .protocolError("the router's WHIP answer named no stream")
             }
-            observe(publisher)
             return streamId
         case .relayed:
             // Its viewers are the session's subscribers: capture runs, nothing is sent until one offers.
@@ -113,7 +115,13 @@ extension Session {
             case .publishing(let kind, let on):
                 self.tellRouter(publisher, turned: kind, on: on)
             case .publishingCaptions(let on):
-                guard let streamId = self.streamId(of: publisher) else { return }
+                guard let publication = self.publications.all.first(where: { $0.publisher === publisher }),
+                      let streamId = self.streamId(of: publisher) else { return }
+                // Captions are routed only: the router would refuse them.
+                guard !publication.relayed else {
+                    self.logger.notice("captions of stream \(streamId) not asked for: captions need a routed session")
+                    return
+                }
                 self.tellRouter(streamId: streamId, publishCaptions: on)
             default:
                 break
@@ -195,6 +203,20 @@ extension Session {
         }
     }
 
+    /// The session's signalling rejoined under the same connection, its
+    /// streams kept: what each routed publisher has now (audio, video,
+    /// captions) is said again, since a toggle while the signalling was
+    /// down could not be. The router changes (and tells) only what differs.
+    func sayPublishersAgain() {
+        for publication in publications.all where !publication.relayed {
+            let publisher = publication.publisher
+            guard let streamId = streamId(of: publisher) else { continue }
+            let media = publisher.media
+            tellRouter(streamId: streamId, hasAudio: media.audio ? publisher.publishAudio : nil,
+                       hasVideo: media.video ? publisher.publishVideo : nil, publishCaptions: publisher.publishCaptions)
+        }
+    }
+
     /// The session's signalling rejoined as `connectionId` after it dropped.
     /// The router ended this client's streams with the old connection, so
     /// each is published again under the new one: a routed publisher makes a
@@ -229,7 +251,7 @@ extension Session {
                 name: publication.name, hasAudio: media.audio && publisher.publishAudio,
                 hasVideo: media.video && publisher.publishVideo,
                 width: media.captureSize?.width ?? 0, height: media.captureSize?.height ?? 0,
-                publishCaptions: publisher.publishCaptions)
+                publishCaptions: false)   // it was published without (a relayed session refuses them)
             publications.setStreamId(streamId, of: publisher)
             publication.onEvent(.republished(streamId: streamId))
         } catch {

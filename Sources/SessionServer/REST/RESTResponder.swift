@@ -284,7 +284,7 @@ struct RESTResponder: HTTPResponder {
                 sessionID: sessionID, streamID: streamID, publisher: publisher, name: name,
                 hasAudio: media.hasAudio && !audioOff, hasVideo: media.hasVideo && !videoOff, videoType: .camera,
                 tokenID: claims.tokenID,
-                publishCaptions: publishCaptions)
+                publishCaptions: publishCaptions, hasAudioTrack: media.hasAudio)
         } catch {
             services.media.unpublish(streamID: streamID)
             throw APIError(error)

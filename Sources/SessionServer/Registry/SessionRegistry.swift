@@ -97,6 +97,8 @@ public final class SessionRegistry: Sendable {
         var publisherTokenID: String?
         /// Its publisher asks for captions (publishCaptions).
         var publishCaptions = false
+        /// It carries audio at all (hasAudio only says whether that audio is on now).
+        var hasAudioTrack: Bool
     }
 
     /// A connection kept for its client after its socket broke: what the
@@ -526,7 +528,8 @@ public final class SessionRegistry: Sendable {
     /// is no room for a bare client's connection any more.
     func announceStream(sessionID: String, streamID: String, publisher: Publisher, name: String,
                         hasAudio: Bool, hasVideo: Bool, videoType: VideoType,
-                        tokenID: String? = nil, publishCaptions: Bool = false) throws(RegistryError) -> (StreamInfo, MediaRelease?) {
+                        tokenID: String? = nil, publishCaptions: Bool = false,
+                        hasAudioTrack: Bool? = nil) throws(RegistryError) -> (StreamInfo, MediaRelease?) {
         let created = now()
         let (info, endedEarly) = try state.withLock { (state) throws(RegistryError) -> (StreamInfo, StreamEndReason?) in
             guard var session = state.sessions[sessionID] else { throw .noSuchSession(sessionID) }
@@ -551,7 +554,7 @@ public final class SessionRegistry: Sendable {
                 height: pending.dimensions?.height ?? 0, createdAt: created.unixMilliseconds)
             let ownsConnection = if case .bareWHIPClient = publisher { true } else { false }
             session.streams.append(StreamState(info: info, ownsConnection: ownsConnection, publisherTokenID: tokenID,
-                                               publishCaptions: publishCaptions))
+                                               publishCaptions: publishCaptions, hasAudioTrack: hasAudioTrack ?? hasAudio))
             session.broadcast(jsonText(ServerMessage.StreamCreated(stream: info)))
             state.sessions[sessionID] = session
             return (info, pending.endedReason)
@@ -610,8 +613,10 @@ public final class SessionRegistry: Sendable {
     /// `publisherProperty`: only the stream's own connection may change
     /// hasAudio, hasVideo or publishCaptions; each change of a stream
     /// property (hasCaptions follows the other two) is a
-    /// `streamPropertyChanged` to everyone. Captions on a stream without
-    /// audio are refused (MissingAudioTrack).
+    /// `streamPropertyChanged` to everyone. Captions on a stream without an
+    /// audio track are refused (MissingAudioTrack; audio that is only turned
+    /// off is captioned once it is back on), and so are captions in a
+    /// relayed session.
     func setStreamProperties(sessionID: String, streamID: String, requester: String?,
                              hasAudio: Bool?, hasVideo: Bool?, publishCaptions: Bool? = nil) throws(RegistryError) {
         try state.withLock { (state) throws(RegistryError) in
@@ -621,7 +626,10 @@ public final class SessionRegistry: Sendable {
                 throw .notAllowed("stream \(streamID) is published by another connection")
             }
             var info = session.streams[index].info
-            if publishCaptions == true && !(hasAudio ?? info.hasAudio) {
+            if publishCaptions == true && session.info.mediaMode == .relayed {
+                throw .conflict(Self.captionsNeedRoutedMessage)
+            }
+            if publishCaptions == true && !session.streams[index].hasAudioTrack {
                 throw .conflict(Self.missingAudioTrack(streamID))
             }
             var changes: [ServerMessage.StreamPropertyChanged] = []
