@@ -530,9 +530,10 @@ final class SubscriberPrinter: Sendable {
         }
     }
 
+    /// Its own event (the contract's message name), not a state of "stream",
+    /// whose lines carry the reason a stream ended.
     private struct StreamChangedLine: Encodable {
-        var event = "stream"
-        var state = "changed"
+        var event = "streamPropertyChanged"
         var property: String
         var stream: SessionStream?
     }

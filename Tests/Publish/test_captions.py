@@ -301,7 +301,7 @@ def test_has_captions_is_announced_on_start_and_stop(captioned):
     assert states == ["started", "stopped"], states
     # Its Subscriber.stream followed each change (camagent subscribe prints it after each one).
     changed = [(e["stream"]["streamId"], e["stream"]["hasCaptions"]) for e in run.subscriber_events
-               if e.get("event") == "stream" and e.get("state") == "changed" and e.get("property") == "hasCaptions"]
+               if e.get("event") == "streamPropertyChanged" and e.get("property") == "hasCaptions"]
     assert changed == [(sid, True), (sid, False)], changed
     assert [s["hasCaptions"] for s in run.streams_off if s["streamId"] == sid] == [False], run.streams_off
 

@@ -203,6 +203,29 @@ struct SimulcastForwardingTests {
         #expect(zip(sent, sent.dropFirst()).allSatisfy { $1.header.sequenceNumber == $0.header.sequenceNumber &+ 1 })
     }
 
+    @Test func aJoiningSubscriberAsksForTheKeyframeOfItsOwnLayerOnly() async throws {
+        let rig = Rig()
+        _ = rig.subscriber(preferring: nil)
+        _ = rig.feed(Self.both(0, keyframe: true) + Self.both(1, keyframe: false))
+        _ = rig.subscriber(preferring: FrameSize(width: 320, height: 240))
+        try await Task.sleep(for: MediaHub.keyframeSpacing + .milliseconds(100))
+        let feedback = rig.feed(Self.both(2, keyframe: false), now: 11)
+        let asked = feedback.compactMap { if case .pictureLossIndication(_, let media) = $0 { media } else { nil } }
+        #expect(asked == [Self.smallSSRC])
+    }
+
+    /// A viewer of a simulcasting publisher knows the layers from the start:
+    /// its first keyframe request is for the large layer it will get.
+    @Test func aViewerOfASimulcastingPublisherAsksForTheLayerItWillGet() {
+        let hub = MediaHub(videoBitrateCeiling: 1_000_000, simulcastLayers: 2)
+        let viewer = hub.makeSenders([(.video, 96)])
+        hub.attach(viewer)
+        viewer.setSending([.video])
+        let t0 = MonotonicTimestamp.now()
+        #expect(hub.planVideoFrame(now: t0)?.keyframeLayers == KeyframeSchedule.allLayers)   // the hub's own first
+        #expect(hub.planVideoFrame(now: t0 + .seconds(1))?.keyframeLayers == 0b10)
+    }
+
     /// camagent's publisher sends a frame's large layer first: a switch down
     /// happens at the small layer's keyframe of the same picture, one tick
     /// later on the subscriber's clock, and its time never goes back.

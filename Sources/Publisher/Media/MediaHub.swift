@@ -69,8 +69,10 @@ final class MediaHub: Sendable {
         if let video = streams.first(where: { $0.kind == .video }), top > 0 {
             for layer in (0..<top).reversed() { made.append(makeStream(kind: .video, payloadType: video.payloadType, spatialLayer: layer)) }
         }
-        return MediaSenders(state: MediaSendState(streams: made, videoBitrate: videoBitrateCeiling),
-                            origin: origin, takesOutlet: sendsOnQueueingThread)
+        var state = MediaSendState(streams: made, videoBitrate: videoBitrateCeiling)
+        // A receiver of one layer knows the layers from the start: its first request names its own.
+        state.layers = SpatialLayerChoice(layers: layers.withLock { $0 })
+        return MediaSenders(state: state, origin: origin, takesOutlet: sendsOnQueueingThread)
     }
 
     func attach(_ senders: MediaSenders) { connections.withLock { $0.append(senders) } }

@@ -79,6 +79,10 @@ struct SpatialLayerChoice: Sendable {
     /// 10 s of the 90 kHz clock: far more than any layer's jitter-buffer wait.
     static let longestStepBack: UInt32 = 900_000
 
+    /// `layers`: as the hub knows them when the receiver joins, so that its
+    /// first keyframe request names the layer it will get.
+    init(layers: SimulcastLayers = SimulcastLayers()) { self.layers = layers }
+
     /// Video starts again at a keyframe: the receiver (re)connected, or
     /// what it is sent changed. Its stream goes on, so time still must not go back.
     mutating func restart() { current = nil }

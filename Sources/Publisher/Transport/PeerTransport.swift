@@ -388,7 +388,8 @@ package final class PeerTransport: @unchecked Sendable {   // `run` state belong
         }
         media.setOutlet(sendPath)
         logger.info("DTLS connected (\(dtls.role == .client ? "client" : "server")), SRTP \(profile)")
-        media.requestKeyframe()
+        // Its first keyframe is asked for when its owner starts sending (`MediaSenders.setSending`),
+        // of the layer it will receive: not here, of every layer.
         nextRTCP = Self.now() + 0.2
         setPhase(.connected)
     }
