@@ -48,13 +48,13 @@ struct SpatialLayerChoiceTests {
 
     @Test func aSwitchWaitsForTheNewLayersKeyframeAndTheOldLayerGoesOnUntilThen() {
         var choice = Self.started(nil)
-        #expect(!choice.wantsSwitch)
+        #expect(choice.awaitedLayer == nil)
         choice.preferred = Self.small
-        #expect(choice.wantsSwitch)
+        #expect(choice.awaitedLayer == 0)
         do { let admitted = choice.admit(layer: 0, isKeyframe: false, rtpTimestamp: 15000, layers: Self.known); #expect(admitted == nil) }   // does not follow on from layer 1
         do { let admitted = choice.admit(layer: 1, isKeyframe: false, rtpTimestamp: 18000, layers: Self.known); #expect(admitted != nil) }    // the picture goes on meanwhile
         do { let admitted = choice.admit(layer: 0, isKeyframe: true, rtpTimestamp: 21000, layers: Self.known); #expect(admitted != nil) }
-        #expect(choice.current == 0 && !choice.wantsSwitch)
+        #expect(choice.current == 0 && choice.awaitedLayer == nil)
         do { let admitted = choice.admit(layer: 1, isKeyframe: true, rtpTimestamp: 24000, layers: Self.known); #expect(admitted == nil) }
         do { let admitted = choice.admit(layer: 0, isKeyframe: false, rtpTimestamp: 27000, layers: Self.known); #expect(admitted != nil) }
     }
@@ -81,7 +81,7 @@ struct SpatialLayerChoiceTests {
         #expect(choice.admit(layer: 1, isKeyframe: false, rtpTimestamp: 9000, layers: Self.known) == 9000)
         choice.preferred = Self.small
         #expect(choice.admit(layer: 0, isKeyframe: true, rtpTimestamp: 9000, layers: Self.known) == 9001)
-        #expect(choice.current == 0 && !choice.wantsSwitch)
+        #expect(choice.current == 0 && choice.awaitedLayer == nil)
         #expect(choice.admit(layer: 0, isKeyframe: false, rtpTimestamp: 12000, layers: Self.known) == 12001)
         choice.preferred = nil
         #expect(choice.admit(layer: 1, isKeyframe: true, rtpTimestamp: 9000, layers: Self.known) == 12002)   // older still
@@ -107,7 +107,7 @@ struct SpatialLayerChoiceTests {
         one[0] = Self.large
         do { let admitted = choice.admit(layer: 0, isKeyframe: true, rtpTimestamp: 33000, layers: one); #expect(admitted != nil) }
         do { let admitted = choice.admit(layer: 0, isKeyframe: false, rtpTimestamp: 36000, layers: one); #expect(admitted != nil) }
-        #expect(!choice.wantsSwitch)
+        #expect(choice.awaitedLayer == nil)
         choice.restart()
         do { let admitted = choice.admit(layer: 0, isKeyframe: false, rtpTimestamp: 39000, layers: one); #expect(admitted == nil) }
     }

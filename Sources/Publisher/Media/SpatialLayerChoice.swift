@@ -105,10 +105,6 @@ struct SpatialLayerChoice: Sendable {
         return smallest?.layer ?? 0
     }
 
-    /// Whether the receiver gets one layer and waits for another's keyframe
-    /// to switch: the publisher is asked for one.
-    var wantsSwitch: Bool { current.map { $0 != target } ?? false }
-
     /// The layer whose keyframe the receiver waits for: its first one after
     /// (re)connecting, or the one it moves to; nil while it has what it wants.
     var awaitedLayer: UInt8? { current == target ? nil : target }
