@@ -99,6 +99,61 @@ struct SpatialLayerChoiceTests {
         #expect(choice.admit(layer: 1, isKeyframe: true, rtpTimestamp: 9000, layers: Self.known) == 9001)
     }
 
+    /// `known`, each layer last heard at the given second (nil: never).
+    static func heard(_ small: Double?, _ large: Double?) -> SimulcastLayers {
+        var layers = known
+        for (layer, second) in [(UInt8(0), small), (1, large)] {
+            if let second { layers.heard(layer, at: MonotonicTimestamp(nanoseconds: Int64(second * 1e9))) }
+        }
+        return layers
+    }
+
+    /// A browser pauses a layer when its bandwidth drops: its receivers move
+    /// to one still sending, and back when it comes back.
+    @Test func aReceiverOfALayerThatStopsMovesToOneStillSendingAndBack() {
+        var thumbnail = Self.started(Self.small)
+        var full = Self.started(nil)
+        #expect(thumbnail.current == 0 && full.current == 1)
+        // The small layer silent for 1.5 s: still counted as sending.
+        #expect(thumbnail.admit(layer: 1, isKeyframe: false, rtpTimestamp: 9000, layers: Self.heard(1, 2.5)) == nil)
+        #expect(thumbnail.awaitedLayer == nil)
+        // Silent for 2.5 s: the large layer is the only one, and its next keyframe is awaited.
+        #expect(thumbnail.admit(layer: 1, isKeyframe: false, rtpTimestamp: 12000, layers: Self.heard(1, 3.5)) == nil)
+        #expect(thumbnail.awaitedLayer == 1)
+        #expect(thumbnail.admit(layer: 1, isKeyframe: true, rtpTimestamp: 15000, layers: Self.heard(1, 3.6)) != nil)
+        #expect(thumbnail.current == 1)
+        // The small layer comes back: its keyframe takes the receiver back.
+        #expect(thumbnail.admit(layer: 0, isKeyframe: false, rtpTimestamp: 18000, layers: Self.heard(3.7, 3.7)) == nil)
+        #expect(thumbnail.awaitedLayer == 0)
+        #expect(thumbnail.admit(layer: 1, isKeyframe: false, rtpTimestamp: 18000, layers: Self.heard(3.7, 3.7)) != nil)
+        #expect(thumbnail.admit(layer: 0, isKeyframe: true, rtpTimestamp: 21000, layers: Self.heard(3.8, 3.7)) != nil)
+        #expect(thumbnail.current == 0)
+        // The large layer stops: a receiver with no preference takes the largest still sending.
+        #expect(full.admit(layer: 0, isKeyframe: true, rtpTimestamp: 9000, layers: Self.heard(3.5, 1)) != nil)
+        #expect(full.current == 0)
+    }
+
+    /// A publisher may announce more layers than it sends: once the stream
+    /// is older than the silence, a layer never heard is no layer to wait for.
+    @Test func aLayerAnnouncedButNeverSentIsLeftAfterTheSilence() {
+        var onlyLarge = SimulcastLayers(count: 2)
+        onlyLarge[1] = Self.large
+        var choice = SpatialLayerChoice()
+        choice.preferred = Self.small
+        /// The large layer's frame at `second`, the stream having started at 1 s.
+        func largeHeard(at second: Double) -> SimulcastLayers {
+            onlyLarge.heard(1, at: MonotonicTimestamp(nanoseconds: Int64(second * 1e9)))
+            return onlyLarge
+        }
+        // The stream's first 2 s: the small layer may still start.
+        #expect(choice.admit(layer: 1, isKeyframe: true, rtpTimestamp: 0, layers: largeHeard(at: 1)) == nil)
+        #expect(choice.admit(layer: 1, isKeyframe: true, rtpTimestamp: 3000, layers: largeHeard(at: 2.9)) == nil)
+        #expect(choice.awaitedLayer == 0)
+        // Then the large layer is what there is.
+        #expect(choice.admit(layer: 1, isKeyframe: true, rtpTimestamp: 6000, layers: largeHeard(at: 3.1)) != nil)
+        #expect(choice.current == 1)
+    }
+
     @Test func aStreamWithoutLayersGoesWholeFromItsFirstKeyframe() {
         var choice = SpatialLayerChoice()
         choice.preferred = Self.small   // nothing to choose from: layer 0 regardless
@@ -212,6 +267,27 @@ struct SimulcastForwardingTests {
         let feedback = rig.feed(Self.both(2, keyframe: false), now: 11)
         let asked = feedback.compactMap { if case .pictureLossIndication(_, let media) = $0 { media } else { nil } }
         #expect(asked == [Self.smallSSRC])
+    }
+
+    /// A publisher that announced two layers but sends only the large one:
+    /// a subscriber preferring a small picture gets the large one once the
+    /// small layer's silence says it is not coming, asked with a PLI of the
+    /// large layer, instead of waiting for ever. (Waits the silence out: 2 s.)
+    @Test func aSubscriberOfALayerThatNeverComesGetsTheOneThatDoes() async throws {
+        let rig = Rig()
+        let thumbnail = rig.subscriber(preferring: FrameSize(width: 320, height: 240))
+        func large(_ n: Int, keyframe: Bool) -> [UInt8] {
+            Self.frame(ssrc: Self.largeSSRC, seq: UInt16(500 + n), ts: UInt32(n * 3000), keyframe: keyframe,
+                       size: SpatialLayerChoiceTests.large)
+        }
+        _ = rig.feed([large(0, keyframe: true), large(1, keyframe: false)])
+        #expect(try MediaHubTests.drain(thumbnail).isEmpty)
+        try await Task.sleep(for: .nanoseconds(SimulcastLayers.silenceBeforeStopped) + .milliseconds(200))
+        let feedback = rig.feed([large(2, keyframe: false)], now: 12.5)
+        let asked = feedback.compactMap { if case .pictureLossIndication(_, let media) = $0 { media } else { nil } }
+        #expect(asked == [Self.largeSSRC])
+        _ = rig.feed([large(3, keyframe: true), large(4, keyframe: false)], now: 12.6)
+        #expect(Self.layers(try MediaHubTests.drain(thumbnail)) == [Self.largeSSRC, Self.largeSSRC])
     }
 
     /// A viewer of a simulcasting publisher knows the layers from the start:

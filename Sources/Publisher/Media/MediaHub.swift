@@ -31,7 +31,8 @@ final class MediaHub: Sendable {
     let sendsOnQueueingThread: Bool
 
     private let connections = PThreadLocked<[MediaSenders]>([])
-    /// The simulcast layers frames come in, with the sizes their keyframes said.
+    /// The simulcast layers frames come in, with the sizes their keyframes
+    /// said and when each last sent a frame.
     private let layers: PThreadLocked<SimulcastLayers>
     /// More than one layer: only then are layers' sizes kept, once a video frame.
     private let simulcasts: Bool
@@ -147,11 +148,13 @@ final class MediaHub: Sendable {
     func send(_ batch: PayloadBatch, kind: MediaKind, rtpTimestamp: UInt32, isKeyframe: Bool, orientation: UInt8 = 0,
               temporalLayer: UInt8 = 0, spatialLayer: UInt8 = 0, keyframeSize: FrameSize? = nil) -> Int {
         let list = connections.withLock { $0 }
-        // One layer: nothing to choose, so no sizes to keep (the choice only needs the count).
+        // One layer: nothing to choose, so no sizes or times to keep (the choice only needs the count).
         var known = SimulcastLayers()
         if kind == .video, simulcasts {
+            let now = MonotonicTimestamp.now()
             known = layers.withLock { l in
                 if let keyframeSize { l[spatialLayer] = keyframeSize }
+                l.heard(spatialLayer, at: now)
                 return l
             }
         }

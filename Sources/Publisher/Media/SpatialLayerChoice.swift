@@ -1,16 +1,27 @@
 import MediaTypes
 
-/// The simulcast layers a hub's frames come in: how many, and each one's
-/// size as its latest keyframe said (the hub keeps this, so a receiver that
-/// joins late knows the sizes before the next keyframes). Fixed storage: a
-/// copy per frame allocates nothing.
+/// The simulcast layers a hub's frames come in: how many, each one's size
+/// as its latest keyframe said, and when each last sent a frame (the hub
+/// keeps this, so a receiver that joins late knows the sizes before the next
+/// keyframes). Fixed storage: a copy per frame allocates nothing.
 struct SimulcastLayers: Sendable, Equatable {
     /// Layers told apart; a higher layer number counts as the highest.
     static let maxCount: UInt8 = 4
+    /// A layer silent this long while another sends counts as stopped: a
+    /// browser pauses its layers when its bandwidth estimate drops, and a
+    /// publisher may announce more layers than it sends. Long enough that a
+    /// layer waiting for a keyframe after a loss (the router asks every
+    /// 0.5 s) is not left, short enough that a receiver's picture is not
+    /// frozen for long.
+    static let silenceBeforeStopped: Int64 = 2_000_000_000
 
     /// How many layers the source sends (1: no simulcast).
     let count: UInt8
     private var size0, size1, size2, size3: FrameSize?
+    /// When each layer's latest frame came, monotonic nanoseconds (0: none yet).
+    private var heard0: Int64 = 0, heard1: Int64 = 0, heard2: Int64 = 0, heard3: Int64 = 0
+    /// When the first frame of any layer came (0: none yet).
+    private var firstHeard: Int64 = 0
 
     init(count: Int = 1) {
         self.count = UInt8(min(max(count, 1), Int(Self.maxCount)))
@@ -40,6 +51,34 @@ struct SimulcastLayers: Sendable, Equatable {
             }
         }
     }
+
+    /// Notes a frame of `layer` that came at `time` (the hub does, for every frame).
+    mutating func heard(_ layer: UInt8, at time: MonotonicTimestamp) {
+        let nanoseconds = max(time.nanoseconds, 1)
+        if firstHeard == 0 { firstHeard = nanoseconds }
+        switch clamped(layer) {
+        case 0: heard0 = nanoseconds
+        case 1: heard1 = nanoseconds
+        case 2: heard2 = nanoseconds
+        default: heard3 = nanoseconds
+        }
+    }
+
+    /// Whether `layer` is sending, judged by the newest frame of any layer:
+    /// it sent within `silenceBeforeStopped` of it, or it has not sent yet
+    /// but the stream is younger than that (its layers may start one after
+    /// the other). Every layer counts as sending before any frame came.
+    func isSending(_ layer: UInt8) -> Bool {
+        let newest = max(heard0, heard1, heard2, heard3)
+        guard newest != 0 else { return true }
+        let heard = switch clamped(layer) {
+        case 0: heard0
+        case 1: heard1
+        case 2: heard2
+        default: heard3
+        }
+        return newest - (heard == 0 ? firstHeard : heard) <= Self.silenceBeforeStopped
+    }
 }
 
 /// Which simulcast layer one receiver gets (OpenTok's preferredResolution).
@@ -51,7 +90,10 @@ struct SimulcastLayers: Sendable, Equatable {
 /// keyframes, so at a stream's start some may not be known: a layer whose
 /// size is not known yet is taken to be smaller than the ones above it (a
 /// source lists its layers from small to large), so a receiver that
-/// prefers a small picture does not start on a large one.
+/// prefers a small picture does not start on a large one. Only layers that
+/// are sending count (`SimulcastLayers.isSending`): a receiver of a layer
+/// that stops moves to the nearest one still sending, and back when it
+/// comes back, so it never waits for a layer that is not there.
 ///
 /// A receiver moves to another layer only at a keyframe of that layer: the
 /// other layer's frames do not follow on from the ones it had. Until that
@@ -89,10 +131,18 @@ struct SpatialLayerChoice: Sendable {
 
     /// The layer this receiver should get now.
     var target: UInt8 {
-        guard let preferred else { return layers.top }
+        // The sending layers, lowest and highest (no array: this runs for every frame).
+        var lowest: UInt8?, highest: UInt8?
+        for layer in 0...layers.top where layers.isSending(layer) {
+            if lowest == nil { lowest = layer }
+            highest = layer
+        }
+        // No layer sending: cannot be (the newest frame's layer sends), but then any may come back.
+        guard let lowest, let highest else { return preferred == nil ? layers.top : 0 }
+        guard let preferred else { return highest }
         var fitting: (layer: UInt8, area: Int)?
         var smallest: (layer: UInt8, area: Int)?
-        for layer in 0...layers.top {
+        for layer in lowest...highest where layers.isSending(layer) {
             guard let size = layers[layer] else { continue }
             if size.width <= preferred.width, size.height <= preferred.height, size.pixelCount > (fitting?.area ?? -1) {
                 fitting = (layer, size.pixelCount)
@@ -100,9 +150,9 @@ struct SpatialLayerChoice: Sendable {
             if size.pixelCount < (smallest?.area ?? .max) { smallest = (layer, size.pixelCount) }
         }
         if let fitting { return fitting.layer }
-        // Nothing known fits: the smallest, which is layer 0 while its size is not known.
-        if layers[0] == nil { return 0 }
-        return smallest?.layer ?? 0
+        // Nothing known fits: the smallest, which is the lowest sending layer while its size is not known.
+        if layers[lowest] == nil { return lowest }
+        return smallest?.layer ?? lowest
     }
 
     /// The layer whose keyframe the receiver waits for: its first one after
