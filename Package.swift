@@ -185,7 +185,7 @@ let package = Package(
         .target(
             name: "SessionServer",
             dependencies: [
-                "HTTPLimits", "MediaTypes",
+                "HTTPLimits", "MediaTypes", "SDP",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "JWTKit", package: "jwt-kit"),

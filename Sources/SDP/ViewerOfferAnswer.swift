@@ -139,7 +139,8 @@ public struct ViewerAnswer: Sendable {
     public static func setup(answering theirs: String) -> String { theirs == "passive" ? "active" : "passive" }
 
     /// The answer: every offered section in order, those we send on with
-    /// `direction` and one codec, other audio and video sections inactive,
+    /// `direction` and one codec, other audio and video sections inactive
+    /// (with the transport and candidates all the same),
     /// the rest (data channels) rejected (port 0); ICE-lite, one
     /// BUNDLE transport, rtcp-mux, all candidates.
     public func sessionDescription(answering offer: ViewerOffer, sessionID: UInt64) -> SessionDescription {
@@ -172,6 +173,10 @@ public struct ViewerAnswer: Sendable {
                 if let mid = section.mid { m.attributes.append(SDPAttribute("mid", mid)) }
                 m.attributes += [SDPAttribute("inactive"), SDPAttribute("rtcp-mux")]
                 m.add(section.codecs[0])
+                // Its candidates too: it may be the BUNDLE tag, whose transport aiortc
+                // connects with that section's candidates alone.
+                for c in candidates { m.attributes.append(SDPAttribute("candidate", c.attributeValue)) }
+                m.attributes.append(SDPAttribute("end-of-candidates"))
                 session.media.append(m)
                 continue
             }

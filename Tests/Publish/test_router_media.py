@@ -19,10 +19,10 @@ WATCH = 6
 GST_PUBLISHER = os.path.join(ROOT, "Benchmarks", "gst_whip_publisher.py")
 
 
-def start_subscriber(net, workdir, url, token, name, duration=WATCH):
+def start_subscriber(net, workdir, url, token, name, duration=WATCH, extra=()):
     path = os.path.join(workdir, f"{name}.json")
     proc = net.start([PY, os.path.join(HERE, "whep_viewer.py"), "--url", url, "--token", token,
-                      "--duration", str(duration), "--summary", path, "-v"], name, workdir)
+                      "--duration", str(duration), "--summary", path, "-v", *extra], name, workdir)
     proc.summary_path = path
     return proc
 
@@ -169,7 +169,9 @@ def test_a_killed_publisher_is_found_gone_by_consent(net, workdir, pattern_y4m):
 def test_stream_events_follow_publish_and_delete(net, workdir, pattern_y4m):
     """A signalling client sees connectionCreated and streamCreated when a WHIP client
     publishes, then streamDestroyed (clientDisconnected) and connectionDestroyed when it
-    DELETEs, in that order; the stream object carries the contract's fields."""
+    DELETEs, in that order; the stream object carries the contract's fields. A subscriber
+    that decodes none of the stream's video codecs gets its audio, and videoDisabled with
+    reason codecNotSupported."""
     router = Router(net, workdir)
     session = router.create_session()
     url = router.session_url(session)
@@ -178,9 +180,13 @@ def test_stream_events_follow_publish_and_delete(net, workdir, pattern_y4m):
         connected = watcher.wait_for("connected")
         assert connected["streams"] == [] and connected["capabilities"]["forceDisconnect"], connected
         aiortc = start_aiortc_publisher(net, workdir, f"{url}/publish", router.token(session, "publisher"),
-                                        pattern_y4m, duration=4)
+                                        pattern_y4m, duration=7)
         created = watcher.wait_for("streamCreated")
         stream = created["stream"]
+        # The stream is VP8; aiortc offers to receive H.264 only.
+        h264_only = start_subscriber(net, workdir, f"{url}/streams/{stream['streamId']}/subscribe",
+                                     router.token(session, "subscriber"), "h264-only", duration=3,
+                                     extra=("--video-codec", "H264"))
         for field in ("streamId", "connectionId", "name", "hasAudio", "hasVideo", "hasCaptions", "videoType",
                       "width", "height", "createdAt"):
             assert field in stream, stream
@@ -188,6 +194,12 @@ def test_stream_events_follow_publish_and_delete(net, workdir, pattern_y4m):
         # The VP8 keyframe's size reaches the stream object (streamPropertyChanged videoDimensions).
         changed = watcher.wait_for("streamPropertyChanged", lambda m: m["property"] == "videoDimensions")
         assert changed["newValue"] == {"width": 640, "height": 480}, changed
+        refused = watcher.wait_for("videoDisabled")
+        summary = subscriber_result(h264_only, router)
+        assert refused == {"type": "videoDisabled", "subscriberId": summary["location"].rsplit("/", 1)[-1],
+                           "reason": "codecNotSupported"}, (refused, summary["location"])
+        assert all(t["frames"] == 0 for t in summary["video"]), [track_brief(t) for t in summary["video"]]
+        check_audio(summary["audio"][0], duration=2)
         destroyed = watcher.wait_for("streamDestroyed", lambda m: m["streamId"] == stream["streamId"], timeout=40)
         assert destroyed["reason"] == "clientDisconnected", destroyed
         aiortc.wait(timeout=30)

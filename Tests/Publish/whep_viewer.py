@@ -9,11 +9,12 @@ publish_support.py read its summary.
 
     whep_viewer.py --url http://HOST:PORT/whep [--token T] [--duration S]
                    [--leave-after S] [--connect-timeout S] [--summary FILE]
-                   [--break-analysis video|audio] [-v]
+                   [--video-codec NAME] [--break-analysis video|audio] [-v]
 
 --duration S     watch this long once connected, then close without a DELETE
                  (as a browser tab that is simply closed does)
 --leave-after S  watch this long once connected, then DELETE the resource and close
+--video-codec NAME  offer to receive video in this codec only (VP8, H264)
 --break-analysis K  make the K track's analysis fail (see whip_receiver.py): exit 5
 Stdout gets JSON lines: {"event":"posted","status":...}, {"event":"connected"},
 {"event":"done"}. Exit codes: 0 watched, and every frame received was analysed;
@@ -31,7 +32,7 @@ import time
 import urllib.parse
 
 import aiohttp
-from aiortc import RTCSessionDescription
+from aiortc import RTCRtpReceiver, RTCSessionDescription
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import whip_receiver  # noqa: E402
@@ -52,9 +53,10 @@ def emit(**event):
 class Viewer:
     """One WHEP session: the recording Session of whip_receiver.py, on the offering side."""
 
-    def __init__(self, url, token):
+    def __init__(self, url, token, video_codec=None):
         self.url = url
         self.token = token
+        self.video_codec = video_codec
         self.connected = asyncio.Event()
         self.session = Session(self, urllib.parse.urlparse(url).path, None)
         self.status = None
@@ -76,7 +78,13 @@ class Viewer:
 
     async def start(self, http):
         pc = self.session.pc
-        pc.addTransceiver("video", direction="recvonly")
+        video = pc.addTransceiver("video", direction="recvonly")
+        if self.video_codec:
+            wanted = f"video/{self.video_codec}".lower()
+            codecs = [c for c in RTCRtpReceiver.getCapabilities("video").codecs if c.mimeType.lower() == wanted]
+            if not codecs:
+                raise ValueError(f"aiortc has no {self.video_codec} decoder")
+            video.setCodecPreferences(codecs)
         pc.addTransceiver("audio", direction="recvonly")
         await pc.setLocalDescription(await pc.createOffer())
         self.session.offer = pc.localDescription.sdp
@@ -109,7 +117,7 @@ class Viewer:
 
 
 async def run(args):
-    viewer = Viewer(args.url, args.token)
+    viewer = Viewer(args.url, args.token, args.video_codec)
     code = 0
     timeout = aiohttp.ClientTimeout(total=20)
     async with aiohttp.ClientSession(timeout=timeout) as http:
@@ -154,6 +162,7 @@ def main():
     p.add_argument("--leave-after", type=float)
     p.add_argument("--connect-timeout", type=float, default=20.0)
     p.add_argument("--summary", metavar="FILE")
+    p.add_argument("--video-codec", metavar="NAME")
     whip_receiver.add_break_analysis_option(p)
     p.add_argument("-v", "--verbose", action="store_true")
     args = p.parse_args()

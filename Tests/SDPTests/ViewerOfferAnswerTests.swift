@@ -130,6 +130,10 @@ struct ViewerOfferAnswerTests {
         #expect(idle.value("ice-ufrag") == "srv1" && idle.value("ice-pwd") == "serverpasswordserverpass")
         #expect(idle.value("setup") == "passive" && idle.attributes.contains { $0.name == "rtcp-mux" })
         #expect(idle.codecs.map(\.name) == ["VP9"] && idle.values("ssrc").isEmpty)
+        // And the candidates: as the BUNDLE tag, its transport is the one aiortc connects, with
+        // this section's candidates only (an H.264-only viewer of a VP8 stream never connected).
+        #expect(idle.values("candidate") == parsed.media[1].values("candidate") && !idle.values("candidate").isEmpty)
+        #expect(idle.attributes.contains { $0.name == "end-of-candidates" })
     }
 
     @Test(arguments: [

@@ -276,6 +276,55 @@ struct RegistryTests {
         ])
     }
 
+    @Test("a subscriber whose offer asked for video in none of the stream's codecs hears videoDisabled codecNotSupported, and nothing of the publisher's video after")
+    func codecNotSupported() async throws {
+        let registry = SessionRegistry()
+        let sid = try registry.createSession(mediaMode: .routed).sessionID
+        let watcher = Outbox()
+        let viewer = try registry.connect(sessionID: sid, role: .subscriber, data: "", outbox: watcher).connectionId
+        let pub = try registry.connect(sessionID: sid, role: .publisher, data: "", outbox: nil).connectionId
+        let stream = try registry.reserveStream(sessionID: sid, connectionID: pub)
+        _ = try registry.announceStream(sessionID: sid, streamID: stream, publisher: .connection(pub), name: "",
+                                        hasAudio: true, hasVideo: true, videoType: .camera)
+        let refused = try registry.reserveSubscriber(sessionID: sid, streamID: stream)
+        #expect(registry.confirmSubscriber(sessionID: sid, streamID: stream, subscriberID: refused, offeredVideoGotNone: true))
+        let taken = try registry.reserveSubscriber(sessionID: sid, streamID: stream)
+        #expect(registry.confirmSubscriber(sessionID: sid, streamID: stream, subscriberID: taken))
+        try registry.setStreamProperties(sessionID: sid, streamID: stream, requester: pub, hasAudio: nil, hasVideo: false)
+        try registry.storeSubscriberSettings(sessionID: sid, connectionID: viewer, subscriberID: refused,
+                                             settings: SubscriberSettings(subscribeToVideo: false))
+
+        // An audio-only stream (no video track at all) refuses nobody's codec.
+        let audioOnly = try registry.reserveStream(sessionID: sid, connectionID: pub)
+        _ = try registry.announceStream(sessionID: sid, streamID: audioOnly, publisher: .connection(pub), name: "",
+                                        hasAudio: true, hasVideo: false, videoType: .camera)
+        let listener = try registry.reserveSubscriber(sessionID: sid, streamID: audioOnly)
+        #expect(registry.confirmSubscriber(sessionID: sid, streamID: audioOnly, subscriberID: listener, offeredVideoGotNone: true))
+
+        let said = messages(await drain(watcher)).filter { ($0["type"] as? String)?.hasPrefix("video") == true }
+        #expect(said.map { "\($0["type"] ?? "") \($0["subscriberId"] ?? "") \($0["reason"] ?? "")" } == [
+            "videoDisabled \(refused) codecNotSupported", "videoDisabled \(taken) publishVideo",
+        ])
+    }
+
+    @Test("whether a subscriber's offer asked for video that the answer does not send")
+    func offeredVideoGotNone() {
+        func sdp(_ sections: [(kind: String, port: Int, direction: String)]) -> String {
+            "v=0\r\no=- 1 1 IN IP4 0.0.0.0\r\ns=-\r\nt=0 0\r\n" + sections.map { s in
+                "m=\(s.kind) \(s.port) UDP/TLS/RTP/SAVPF 96\r\nc=IN IP4 0.0.0.0\r\na=\(s.direction)\r\n"
+            }.joined()
+        }
+        let wantsBoth = sdp([("audio", 9, "recvonly"), ("video", 9, "recvonly")])
+        let check = RESTResponder.offeredVideoGotNone
+        #expect(check(wantsBoth, sdp([("audio", 9, "sendonly"), ("video", 9, "inactive")])))
+        #expect(check(wantsBoth, sdp([("audio", 9, "sendonly"), ("video", 0, "inactive")])))
+        #expect(!check(wantsBoth, sdp([("audio", 9, "sendonly"), ("video", 9, "sendonly")])))
+        // An offer that asks for no video is refused nothing; nor is one the answer cannot be matched to.
+        #expect(!check(sdp([("audio", 9, "recvonly"), ("video", 9, "inactive")]), sdp([("audio", 9, "sendonly"), ("video", 9, "inactive")])))
+        #expect(!check(sdp([("audio", 9, "recvonly")]), sdp([("audio", 9, "sendonly")])))
+        #expect(!check(wantsBoth, "not sdp"))
+    }
+
     @Test("a connection is acted for only with the token it joined with: a WHIP stream tied to it, its subscribers' settings")
     func ownership() throws {
         let registry = SessionRegistry()

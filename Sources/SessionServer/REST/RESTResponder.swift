@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Hummingbird
 import Logging
+import SDP
 
 /// Every HTTP route of the router but the WebSocket (which the upgrade
 /// handler takes before a request gets here): the REST API, WHIP and WHEP,
@@ -284,7 +285,7 @@ struct RESTResponder: HTTPResponder {
                 sessionID: sessionID, streamID: streamID, publisher: publisher, name: name,
                 hasAudio: media.hasAudio && !audioOff, hasVideo: media.hasVideo && !videoOff, videoType: .camera,
                 tokenID: claims.tokenID,
-                publishCaptions: publishCaptions, hasAudioTrack: media.hasAudio)
+                publishCaptions: publishCaptions, hasAudioTrack: media.hasAudio, hasVideoTrack: media.hasVideo)
         } catch {
             services.media.unpublish(streamID: streamID)
             throw APIError(error)
@@ -402,12 +403,27 @@ struct RESTResponder: HTTPResponder {
             }
         }
         let tokenID = if case .client(let claims) = caller { claims.tokenID } else { String?.none }
-        guard registry.confirmSubscriber(sessionID: sessionID, streamID: streamID, subscriberID: subscriberID, tokenID: tokenID) else {
+        guard registry.confirmSubscriber(sessionID: sessionID, streamID: streamID, subscriberID: subscriberID, tokenID: tokenID,
+                                         offeredVideoGotNone: Self.offeredVideoGotNone(offer: offer, answer: answer)) else {
             services.media.unsubscribe(subscriberID: subscriberID)
             throw APIError(RegistryError.noSuchStream(streamID))
         }
         context.logger.info("subscriber added", metadata: ["session": "\(sessionID)", "stream": "\(streamID)", "subscriber": "\(subscriberID)"])
         return sdp(.created, answer, location: "/v2/sessions/\(sessionID)/streams/\(streamID)/subscribe/\(subscriberID)")
+    }
+
+    /// Whether a subscriber's offer asks to receive video and the answer
+    /// (the router's, or a relayed publisher's) sends none: its video section
+    /// answered inactive or rejected. An offer that asks for no video is not
+    /// refused anything.
+    static func offeredVideoGotNone(offer: String, answer: String) -> Bool {
+        guard let offered = try? SDP.SessionDescription(parsing: offer), let answered = try? SDP.SessionDescription(parsing: answer),
+              let index = offered.media.firstIndex(where: { $0.kind == "video" && ["recvonly", "sendrecv"].contains($0.direction) })
+        else { return false }
+        // The answer's sections are the offer's, in its order (JSEP).
+        guard index < answered.media.count, answered.media[index].kind == "video" else { return false }
+        let section = answered.media[index]
+        return section.port == 0 || !["sendonly", "sendrecv"].contains(section.direction)
     }
 
     /// Relayed sessions: the offer goes to the stream's publisher over its

@@ -23,10 +23,14 @@ public final class SessionRegistry: Sendable {
     private struct State {
         var sessions: [String: SessionState] = [:]
         /// Every subscriber, to its session and stream (ids are unique
-        /// router-wide), the `jti` of the token that subscribed, and whether
+        /// router-wide), the `jti` of the token that subscribed, whether
         /// its client turned its video off (subscribeToVideo false: said once
-        /// per change, whichever connection of that client says it again).
-        var subscribers: [String: (sessionID: String, streamID: String, tokenID: String?, videoOff: Bool)] = [:]
+        /// per change, whichever connection of that client says it again),
+        /// and whether it gets no video because it decodes none of the
+        /// stream's codecs (codecNotSupported: the publisher's video on and
+        /// off is nothing to it).
+        var subscribers: [String: (sessionID: String, streamID: String, tokenID: String?, videoOff: Bool,
+                                   videoCodecNotSupported: Bool)] = [:]
         /// Every running captions id, to its session.
         var captions: [String: String] = [:]
         /// The last `Away.id` given.
@@ -99,6 +103,8 @@ public final class SessionRegistry: Sendable {
         var publishCaptions = false
         /// It carries audio at all (hasAudio only says whether that audio is on now).
         var hasAudioTrack: Bool
+        /// It carries video at all (hasVideo only says whether that video is on now).
+        var hasVideoTrack: Bool
     }
 
     /// A connection kept for its client after its socket broke: what the
@@ -529,7 +535,7 @@ public final class SessionRegistry: Sendable {
     func announceStream(sessionID: String, streamID: String, publisher: Publisher, name: String,
                         hasAudio: Bool, hasVideo: Bool, videoType: VideoType,
                         tokenID: String? = nil, publishCaptions: Bool = false,
-                        hasAudioTrack: Bool? = nil) throws(RegistryError) -> (StreamInfo, MediaRelease?) {
+                        hasAudioTrack: Bool? = nil, hasVideoTrack: Bool? = nil) throws(RegistryError) -> (StreamInfo, MediaRelease?) {
         let created = now()
         let (info, endedEarly) = try state.withLock { (state) throws(RegistryError) -> (StreamInfo, StreamEndReason?) in
             guard var session = state.sessions[sessionID] else { throw .noSuchSession(sessionID) }
@@ -554,7 +560,8 @@ public final class SessionRegistry: Sendable {
                 height: pending.dimensions?.height ?? 0, createdAt: created.unixMilliseconds)
             let ownsConnection = if case .bareWHIPClient = publisher { true } else { false }
             session.streams.append(StreamState(info: info, ownsConnection: ownsConnection, publisherTokenID: tokenID,
-                                               publishCaptions: publishCaptions, hasAudioTrack: hasAudioTrack ?? hasAudio))
+                                               publishCaptions: publishCaptions, hasAudioTrack: hasAudioTrack ?? hasAudio,
+                                               hasVideoTrack: hasVideoTrack ?? hasVideo))
             session.broadcast(jsonText(ServerMessage.StreamCreated(stream: info)))
             state.sessions[sessionID] = session
             return (info, pending.endedReason)
@@ -646,7 +653,8 @@ public final class SessionRegistry: Sendable {
             for change in changes { session.broadcast(jsonText(change)) }
             // Each subscriber of the stream hears why its video stopped or came back.
             if changes.contains(where: { $0.property == "hasVideo" }) {
-                for subscriber in session.streams[index].subscribers {
+                for subscriber in session.streams[index].subscribers
+                where state.subscribers[subscriber]?.videoCodecNotSupported != true {
                     session.broadcast(jsonText(ServerMessage.SubscriberVideo(enabled: info.hasVideo, subscriberId: subscriber,
                                                                              reason: "publishVideo")))
                 }
@@ -705,12 +713,22 @@ public final class SessionRegistry: Sendable {
 
     /// The engine answered: the subscriber counts from now on. False when
     /// the stream ended meanwhile (the caller lets the engine go of it).
-    func confirmSubscriber(sessionID: String, streamID: String, subscriberID: String, tokenID: String? = nil) -> Bool {
+    /// `offeredVideoGotNone`: the subscriber's offer asked for video and the
+    /// answer gives it none. Of a stream that has video, that means no codec
+    /// in common, which everyone hears as `videoDisabled` with reason
+    /// codecNotSupported (OpenTok's): the subscriber gets the audio only.
+    func confirmSubscriber(sessionID: String, streamID: String, subscriberID: String, tokenID: String? = nil,
+                           offeredVideoGotNone: Bool = false) -> Bool {
         state.withLock { state -> Bool in
             guard var session = state.sessions[sessionID], let index = session.streamIndex(streamID),
                   session.streams[index].pendingSubscribers.remove(subscriberID) != nil else { return false }
             session.streams[index].subscribers.append(subscriberID)
-            state.subscribers[subscriberID] = (sessionID, streamID, tokenID, false)
+            let codecNotSupported = offeredVideoGotNone && session.streams[index].hasVideoTrack
+            state.subscribers[subscriberID] = (sessionID, streamID, tokenID, false, codecNotSupported)
+            if codecNotSupported {
+                session.broadcast(jsonText(ServerMessage.SubscriberVideo(enabled: false, subscriberId: subscriberID,
+                                                                         reason: "codecNotSupported")))
+            }
             state.sessions[sessionID] = session
             return true
         }
@@ -834,7 +852,8 @@ public final class SessionRegistry: Sendable {
             session.connections[index].subscriberSettings[subscriberID] = merged
             // Said like the router's other reasons, to every connection (the message names the
             // subscriber), once per real change: a client that joins again says its settings again.
-            if let video = settings.subscribeToVideo, video == place.videoOff {
+            // A subscriber that decodes none of the stream's codecs has no video to turn on.
+            if let video = settings.subscribeToVideo, video == place.videoOff, !place.videoCodecNotSupported {
                 state.subscribers[subscriberID]?.videoOff = !video
                 session.broadcast(jsonText(ServerMessage.SubscriberVideo(enabled: video, subscriberId: subscriberID,
                                                                          reason: "subscribeToVideo")))
