@@ -4,6 +4,11 @@ public enum HeaderExtensions {
     /// Coordination of video orientation (3GPP TS 26.114, "CVO"): one byte
     /// that says how far the receiver turns the picture to show it upright.
     public static let videoOrientation = "urn:3gpp:video-orientation"
+    /// The RID of the RTP stream a packet belongs to (RFC 8852): how a
+    /// browser names each simulcast layer's stream before its SSRC is known.
+    public static let streamID = "urn:ietf:params:rtp-hdrext:sdes:rtp-stream-id"
+    /// The media section a packet belongs to (RFC 9143).
+    public static let mid = "urn:ietf:params:rtp-hdrext:sdes:mid"
 
     /// The id a media section maps `uri` to, if it maps it (one-byte ids 1-14 only).
     public static func id(of uri: String, in media: MediaDescription) -> UInt8? {

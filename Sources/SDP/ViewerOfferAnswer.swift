@@ -18,6 +18,15 @@ public struct ViewerOffer: Hashable, Sendable {
         /// 5576's ssrc-group, with libwebrtc's SIM semantics: the smallest
         /// layer first); empty without one.
         public var simulcastSSRCs: [UInt32] = []
+        /// A simulcasting offerer's RIDs (RFC 8853, as browsers simulcast):
+        /// the streams of its `a=simulcast:send` that an `a=rid:… send`
+        /// names, each one's first alternative, in the offer's order; empty
+        /// without.
+        public var simulcastRIDs: [String] = []
+        /// The ids the offerer maps the RID and MID header extensions to
+        /// (nil: it does not): its packets name their RID with the first.
+        public var streamIDExtensionID: UInt8?
+        public var midExtensionID: UInt8?
         /// An audio or video section the viewer receives on (recvonly or sendrecv).
         public var wantsMedia: Bool {
             (kind == "audio" || kind == "video") && (direction == "recvonly" || direction == "sendrecv")
@@ -58,7 +67,9 @@ public struct ViewerOffer: Hashable, Sendable {
             Section(kind: m.kind, mid: m.value("mid"), codecs: m.codecs, direction: m.direction,
                     formats: m.formats, proto: m.proto,
                     videoOrientationExtensionID: HeaderExtensions.id(of: HeaderExtensions.videoOrientation, in: m),
-                    simulcastSSRCs: Self.simulcastGroup(m))
+                    simulcastSSRCs: Self.simulcastGroup(m), simulcastRIDs: Self.simulcastRIDs(m),
+                    streamIDExtensionID: HeaderExtensions.id(of: HeaderExtensions.streamID, in: m),
+                    midExtensionID: HeaderExtensions.id(of: HeaderExtensions.mid, in: m))
         }
         guard sections.contains(where: { $0.kind == "audio" || $0.kind == "video" }) else {
             throw .missing("audio or video section")
@@ -72,6 +83,27 @@ public struct ViewerOffer: Hashable, Sendable {
             guard fields.first == "SIM", fields.count > 2 else { continue }
             let ssrcs = fields.dropFirst().compactMap { UInt32($0) }
             if ssrcs.count == fields.count - 1 { return ssrcs }
+        }
+        return []
+    }
+
+    /// The RIDs a section sends (`a=simulcast:send a;b,c;~d` with `a=rid:a
+    /// send` and so on): each stream's first alternative, its pause mark
+    /// (~) dropped, when an `a=rid` line sends it; empty when there are fewer than two.
+    static func simulcastRIDs(_ m: MediaDescription) -> [String] {
+        let sent = Set(m.values("rid").compactMap { value -> Substring? in
+            let fields = value.split(separator: " ")
+            return fields.count >= 2 && fields[1] == "send" ? fields[0] : nil
+        })
+        for value in m.values("simulcast") {
+            let fields = value.split(separator: " ")
+            guard let send = fields.firstIndex(of: "send"), send + 1 < fields.count else { continue }
+            let rids = fields[send + 1].split(separator: ";").compactMap { stream -> String? in
+                guard var first = stream.split(separator: ",").first else { return nil }
+                if first.hasPrefix("~") { first = first.dropFirst() }
+                return sent.contains(first) ? String(first) : nil
+            }
+            return rids.count > 1 ? rids : []
         }
         return []
     }
@@ -100,11 +132,21 @@ public struct ViewerAnswer: Sendable {
         public var ssrc: UInt32
         /// Taken from the viewer's offer: urn:3gpp:video-orientation under this id.
         public var videoOrientationExtensionID: UInt8?
-        public init(sectionIndex: Int, codec: CodecDescription, ssrc: UInt32, videoOrientationExtensionID: UInt8? = nil) {
+        /// The router taking a browser's simulcast: the RIDs it receives
+        /// (`a=rid:… recv`, `a=simulcast:recv`), and the offer's ids of the
+        /// RID and MID header extensions, answered as offered.
+        public var receivedRIDs: [String]
+        public var streamIDExtensionID: UInt8?
+        public var midExtensionID: UInt8?
+        public init(sectionIndex: Int, codec: CodecDescription, ssrc: UInt32, videoOrientationExtensionID: UInt8? = nil,
+                    receivedRIDs: [String] = [], streamIDExtensionID: UInt8? = nil, midExtensionID: UInt8? = nil) {
             self.sectionIndex = sectionIndex
             self.codec = codec
             self.ssrc = ssrc
             self.videoOrientationExtensionID = videoOrientationExtensionID
+            self.receivedRIDs = receivedRIDs
+            self.streamIDExtensionID = streamIDExtensionID
+            self.midExtensionID = midExtensionID
         }
     }
 
@@ -201,6 +243,12 @@ public struct ViewerAnswer: Sendable {
             m.add(track.codec)
             if let id = track.videoOrientationExtensionID {
                 m.attributes.append(HeaderExtensions.attribute(id: id, uri: HeaderExtensions.videoOrientation))
+            }
+            if !track.receivedRIDs.isEmpty, let ridID = track.streamIDExtensionID {
+                if let midID = track.midExtensionID { m.attributes.append(HeaderExtensions.attribute(id: midID, uri: HeaderExtensions.mid)) }
+                m.attributes.append(HeaderExtensions.attribute(id: ridID, uri: HeaderExtensions.streamID))
+                for rid in track.receivedRIDs { m.attributes.append(SDPAttribute("rid", "\(rid) recv")) }
+                m.attributes.append(SDPAttribute("simulcast", "recv " + track.receivedRIDs.joined(separator: ";")))
             }
             if sending {
                 m.attributes.append(SDPAttribute("ssrc", "\(track.ssrc) cname:\(cname)"))

@@ -8,6 +8,7 @@ namespace; every wait has a timeout.
 """
 import json
 import os
+import time
 
 import numpy as np
 
@@ -19,10 +20,11 @@ from viewer_checks import chromium_or_fail
 
 
 
-def open_session_page(net, workdir, router, session, *flags, hold):
+def open_session_page(net, workdir, router, session, *flags, hold, query=""):
     """Headless Chromium on the session page with a moderator token, publishing its fake
-    camera and microphone (`flags` say how its origin is secure); returns the process."""
-    page = f"{router.base}/?session={session}&token={router.token(session, 'moderator')}&publish=1"
+    camera and microphone (`flags` say how its origin is secure; `query` adds to the page's
+    URL); returns the process."""
+    page = f"{router.base}/?session={session}&token={router.token(session, 'moderator')}&publish=1{query}"
     return net.start([PY, os.path.join(HERE, "viewer_chromium.py"), page, "--out", os.path.join(workdir, "chromium"),
                       "--timeout", "40", "--settle", "3", "--frames", "2", "--fake-media", *flags, "--hold", str(hold),
                       "--video-selector", ".stream video", "--state-selector", ".stream .state"], "chromium", workdir)
@@ -42,21 +44,33 @@ def wait_for_page_stream(router, session, browser, besides):
     return page_stream
 
 
-def page_and_camagent_decode_each_other(net, workdir, router, session, duration=45, hold=14, camagent_stream=None):
+def page_and_camagent_decode_each_other(net, workdir, router, session, duration=45, hold=14, camagent_stream=None,
+                                        simulcast=False):
     """camagent publishes into the session (unless `camagent_stream` is already there: publish's
     own session); the session page (moderator token) joins and publishes Chromium's fake camera
     and microphone. aiortc and `camagent subscribe` decode the page's stream; the page's grabbed
-    pixels show camagent's frame counter advancing. Returns the page's final report, for what
-    a test checks besides."""
+    pixels show camagent's frame counter advancing. With `simulcast`, the page sends its camera
+    in two sizes (RIDs): those two subscribers, who prefer no size, get the full 640x480, and a
+    third that prefers 320x240 gets the half-size layer. Returns the page's final report, for
+    what a test checks besides."""
     url = router.session_url(session)
     if camagent_stream is None:
         start_camagent_publisher(net, workdir, url, router.token(session, "publisher"), duration=duration)
         camagent_stream = router.wait_for_streams(session, 1)[0]
 
-    browser = open_session_page(net, workdir, router, session, "--treat-as-secure", router.base, hold=hold)
+    browser = open_session_page(net, workdir, router, session, "--treat-as-secure", router.base, hold=hold,
+                                query="&simulcast=1" if simulcast else "")
 
     # Chromium's own stream appears beside camagent's; an aiortc subscriber decodes it.
     page_stream = wait_for_page_stream(router, session, browser, besides=camagent_stream)
+    if simulcast:
+        # The stream's size is its largest layer's: Chromium sends that layer once its bandwidth
+        # estimate allows, and a subscriber that came before would start on the small one.
+        deadline = time.monotonic() + 30
+        while (page_stream["width"], page_stream["height"]) != (640, 480):
+            assert time.monotonic() < deadline, (page_stream, router.log()[-3000:])
+            time.sleep(0.2)
+            page_stream = next(s for s in router.streams(session) if s["streamId"] == page_stream["streamId"])
     subscriber = start_subscriber(net, workdir, f"{url}/streams/{page_stream['streamId']}/subscribe",
                                   router.token(session, "subscriber"), "sub-page", duration=6)
     # camagent subscribes to Chromium's stream too, and decodes it.
@@ -64,6 +78,12 @@ def page_and_camagent_decode_each_other(net, workdir, router, session, duration=
     camagent_sub = net.start([BIN, "subscribe", "--session", url, "--token", router.token(session, "subscriber"),
                               "--stream", page_stream["streamId"], "--video-out", y4m, "--duration", "6", "--json"],
                              "camagent-subscriber", workdir)
+    if simulcast:
+        small_y4m = os.path.join(workdir, "page-small.y4m")
+        small_sub = net.start([BIN, "subscribe", "--session", url, "--token", router.token(session, "subscriber"),
+                               "--stream", page_stream["streamId"], "--preferred-resolution", "320x240",
+                               "--video-out", small_y4m, "--no-audio", "--duration", "6", "--json"],
+                              "camagent-small-subscriber", workdir)
     summary = subscriber_result(subscriber, router)
     video = summary["video"][0]
     assert video["frames"] >= 30 and set(video["sizes"]) == {"640x480"}, track_brief(video)
@@ -77,6 +97,18 @@ def page_and_camagent_decode_each_other(net, workdir, router, session, duration=
     pictures = read_y4m(y4m)
     assert len(pictures) >= 30 and pictures[0][0].shape == (480, 640), len(pictures)
     assert pictures[-1][0].std() > 5, "Chromium's fake camera draws a moving pattern, not a flat picture"
+    if simulcast:
+        small_sub.wait(timeout=90)
+        small_lines = json_lines(small_sub.stdout.read())
+        assert small_sub.returncode == 0, (small_lines, open(small_sub.log_path).read()[-3000:], router.log()[-3000:])
+        small = read_y4m(small_y4m)
+        # Every picture the half-size layer's: Y4M keeps one size, and the first decides it.
+        assert len(small) >= 30 and small[0][0].shape == (240, 320), (len(small), small[0][0].shape if small else None)
+        assert small[-1][0].std() > 5, "the small layer is Chromium's moving pattern too"
+        # The router took both RIDs, and learnt the full layer's SSRC from its packets (the router
+        # runs --verbose here: these are info lines).
+        full_log = open(router.proc.log_path).read()
+        assert "video VP8, 2 simulcast layers" in full_log and "video layer 1 on SSRC" in full_log, router.log()[-3000:]
 
     browser.wait(timeout=150)
     stdout = browser.stdout.read()
@@ -98,9 +130,11 @@ def page_and_camagent_decode_each_other(net, workdir, router, session, duration=
 
 
 def test_the_session_page_and_camagent_each_decode_the_other(net, workdir):
+    """The page simulcasts here (two RIDs, as browsers do): each subscriber gets the layer
+    that fits what it prefers."""
     chromium_or_fail()
-    router = Router(net, workdir)
-    page_and_camagent_decode_each_other(net, workdir, router, router.create_session())
+    router = Router(net, workdir, "--verbose")
+    page_and_camagent_decode_each_other(net, workdir, router, router.create_session(), simulcast=True)
 
 
 def test_a_page_a_moderator_disconnects_stays_out(net, workdir):

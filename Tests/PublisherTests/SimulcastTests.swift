@@ -193,12 +193,16 @@ struct SimulcastForwardingTests {
         let frames: ForwardedFrames
         let dimensions = PThreadLocked<[(Int, Int)]>([])
 
-        init() {
+        /// A publisher that names its layers' SSRCs in its offer (`a=ssrc-group:SIM`), or,
+        /// with `rids`, one that names each packet's layer by RID (as browsers do).
+        init(rids: [String] = []) {
             let seen = dimensions
             frames = ForwardedFrames(hub: hub, codecs: .init(audioPayloadType: nil, videoPayloadType: SimulcastForwardingTests.videoPT,
                                                              videoCodec: .vp8,
-                                                             simulcastSSRCs: [SimulcastForwardingTests.smallSSRC,
-                                                                              SimulcastForwardingTests.largeSSRC]),
+                                                             simulcastSSRCs: rids.isEmpty ? [SimulcastForwardingTests.smallSSRC,
+                                                                                             SimulcastForwardingTests.largeSSRC] : [],
+                                                             simulcastRIDs: rids,
+                                                             streamIDExtensionID: rids.isEmpty ? nil : RIDSimulcastTests.ridExtension),
                                      onDimensions: { w, h in seen.withLock { $0.append((w, h)) } })
         }
 
@@ -395,5 +399,131 @@ struct SimulcastForwardingTests {
         offer.videoSimulcastSSRCs = ssrcs
         let parsed = try ViewerOffer(try SessionDescription(parsing: offer.sessionDescription(sessionID: 1).text))
         #expect(parsed.sections.map(\.simulcastSSRCs) == [[], ssrcs])
+    }
+}
+
+/// Simulcast as browsers send it: layers named by RID (RFC 8853), in the SDP
+/// (`a=rid`, `a=simulcast`) and in each packet's header extension, SSRCs learnt.
+@Suite("Simulcast by RID (browsers)")
+struct RIDSimulcastTests {
+    static let ridExtension: UInt8 = 10
+
+    /// A frame of one layer, its RTP header naming `rid` (nil: no extension,
+    /// as a browser sends once our receiver reports reached it).
+    static func frame(ssrc: UInt32, rid: String?, seq: UInt16, ts: UInt32, keyframe: Bool, size: FrameSize) -> [UInt8] {
+        var header = RTPHeader(payloadType: SimulcastForwardingTests.videoPT, sequenceNumber: seq, timestamp: ts, ssrc: ssrc,
+                               marker: true)
+        if let rid {
+            let value = Array(rid.utf8)
+            var data: [UInt8] = [Self.ridExtension << 4 | UInt8(value.count - 1)] + value
+            while data.count % 4 != 0 { data.append(0) }
+            header.extensionProfile = 0xBEDE
+            header.extensionData = data
+        }
+        var out: [UInt8] = []
+        header.write(to: &out)
+        return out + ForwardedFramesTests.vp8Payload(first: true, keyframe: keyframe, width: size.width, height: size.height,
+                                                     fill: UInt8(truncatingIfNeeded: ssrc))
+    }
+
+    static let twoRIDs = "a=rid:half send\r\na=rid:full send\r\na=simulcast:send half;full\r\n"
+
+    /// Chromium's offer for a camera sent as two RIDs, small first (the session page's
+    /// `&simulcast=1`), or with other `simulcastLines`.
+    static func offer(_ simulcastLines: String = twoRIDs) -> String { offerHead + simulcastLines }
+
+    static let offerHead = """
+        v=0\r
+        o=- 1 2 IN IP4 127.0.0.1\r
+        s=-\r
+        t=0 0\r
+        a=group:BUNDLE 0\r
+        m=video 9 UDP/TLS/RTP/SAVPF 96\r
+        c=IN IP4 0.0.0.0\r
+        a=ice-ufrag:abcd\r
+        a=ice-pwd:abcdefghijklmnopqrstuv\r
+        a=fingerprint:sha-256 AB:CD\r
+        a=setup:actpass\r
+        a=mid:0\r
+        a=extmap:4 urn:ietf:params:rtp-hdrext:sdes:mid\r
+        a=extmap:10 urn:ietf:params:rtp-hdrext:sdes:rtp-stream-id\r
+        a=extmap:11 urn:ietf:params:rtp-hdrext:sdes:repaired-rtp-stream-id\r
+        a=sendonly\r
+        a=rtcp-mux\r
+        a=rtpmap:96 VP8/90000\r
+        a=rtcp-fb:96 nack pli\r
+
+        """
+
+    @Test func theOfferNamesItsRIDsAndTheAnswerTakesThem() throws {
+        let offer = try ViewerOffer(try SessionDescription(parsing: Self.offer()))
+        let video = offer.sections[0]
+        #expect(video.simulcastRIDs == ["half", "full"])
+        #expect(video.streamIDExtensionID == 10 && video.midExtensionID == 4)
+        #expect(video.simulcastSSRCs.isEmpty)
+
+        let accepted = try #require(offer.accepting("video", codec: .vp8, receiving: true))
+        let answer = ViewerAnswer(iceUfrag: "u", icePwd: "p", fingerprint: "EF", setup: "passive", candidates: [],
+                                  tracks: [.init(sectionIndex: accepted.index, codec: accepted.codec, ssrc: 0,
+                                                 receivedRIDs: video.simulcastRIDs, streamIDExtensionID: 10, midExtensionID: 4)],
+                                  cname: "c", streamID: "s", direction: "recvonly")
+        let text = answer.sessionDescription(answering: offer, sessionID: 1).text
+        for line in ["a=extmap:4 urn:ietf:params:rtp-hdrext:sdes:mid", "a=extmap:10 urn:ietf:params:rtp-hdrext:sdes:rtp-stream-id",
+                     "a=rid:half recv", "a=rid:full recv", "a=simulcast:recv half;full", "a=recvonly"] {
+            #expect(text.contains(line + "\r\n"), "\(line)")
+        }
+        // RTX's repaired stream is not taken: the router negotiates no RTX.
+        #expect(!text.contains("repaired-rtp-stream-id"))
+    }
+
+    /// RFC 8853's list: streams split by ";", alternatives by ",", a paused one
+    /// marked "~"; only RIDs that an `a=rid:… send` line names count.
+    @Test func theSimulcastListsPausedAndAlternativeStreamsAreRead() throws {
+        func rids(_ lines: String) throws -> [String] {
+            try ViewerOffer(try SessionDescription(parsing: Self.offer(lines))).sections[0].simulcastRIDs
+        }
+        #expect(try rids("a=rid:a send\r\na=rid:b send\r\na=rid:c send\r\na=simulcast:send ~a;b,c;c\r\n") == ["a", "b", "c"])
+        #expect(try rids("a=rid:a send\r\na=rid:b recv\r\na=simulcast:send a;b\r\n") == [])   // one layer is no simulcast
+        #expect(try rids("a=rid:a send\r\na=rid:b send\r\na=simulcast:recv a;b\r\n") == [])
+        #expect(try rids("") == [])
+    }
+
+    /// Each layer's SSRC is learnt from the RID its first packets carry; later
+    /// packets need not carry it; a packet of an unknown SSRC naming no RID
+    /// is dropped; each subscriber gets the layer that fits it.
+    @Test func layersAreLearntFromTheRIDsTheirPacketsCarry() throws {
+        let rig = SimulcastForwardingTests.Rig(rids: ["half", "full"])
+        let full = rig.subscriber(preferring: nil)
+        let thumbnail = rig.subscriber(preferring: FrameSize(width: 320, height: 240))
+        let small = SpatialLayerChoiceTests.small, large = SpatialLayerChoiceTests.large
+        let (smallSSRC, largeSSRC, strangerSSRC): (UInt32, UInt32, UInt32) = (0x3131, 0x4242, 0x5353)
+        _ = rig.feed([
+            Self.frame(ssrc: strangerSSRC, rid: nil, seq: 1, ts: 0, keyframe: true, size: large),
+            Self.frame(ssrc: smallSSRC, rid: "half", seq: 100, ts: 0, keyframe: true, size: small),
+            Self.frame(ssrc: largeSSRC, rid: "full", seq: 500, ts: 0, keyframe: true, size: large),
+            Self.frame(ssrc: smallSSRC, rid: nil, seq: 101, ts: 3000, keyframe: false, size: small),
+            Self.frame(ssrc: largeSSRC, rid: nil, seq: 501, ts: 3000, keyframe: false, size: large),
+            Self.frame(ssrc: strangerSSRC, rid: "other", seq: 2, ts: 3000, keyframe: false, size: large),
+        ])
+        func layers(_ packets: [RTPPacket]) -> [UInt8] { packets.map { $0.payload.last! } }
+        #expect(layers(try MediaHubTests.drain(full)) == [0x42, 0x42])
+        let before = try MediaHubTests.drain(thumbnail)
+        #expect(layers(before) == [0x31, 0x31])
+        #expect(rig.dimensions.withLock { $0.map(\.0) } == [640])   // the stream's size: the full layer's
+        #expect(rig.frames.packetsDropped.load(ordering: .relaxed) == 2)
+        // A layer that starts again on a new SSRC (named by its RID) replaces the old one.
+        let newSmallSSRC: UInt32 = 0x6161
+        _ = rig.feed([Self.frame(ssrc: newSmallSSRC, rid: "half", seq: 9000, ts: 6000, keyframe: true, size: small),
+                      Self.frame(ssrc: newSmallSSRC, rid: nil, seq: 9001, ts: 9000, keyframe: false, size: small)])
+        let sent = try MediaHubTests.drain(thumbnail)
+        #expect(layers(sent) == [0x61, 0x61])
+        // On the publisher's RTP clock as before (its time near the last frame's): the same pace.
+        let last = try #require(before.last?.header.timestamp)
+        #expect(sent.map(\.header.timestamp) == [last &+ 3000, last &+ 6000])
+        guard case .receiverReport(_, let blocks)? = rig.frames.receiverReports().first else {
+            Issue.record("no receiver report")
+            return
+        }
+        #expect(Set(blocks.map(\.ssrc)) == [newSmallSSRC, largeSSRC])
     }
 }

@@ -1,3 +1,4 @@
+import Logging
 import MediaTypes
 import RTP
 import Synchronization
@@ -17,10 +18,14 @@ import Synchronization
 /// least becomes a REMB. Runs on the connection's
 /// thread only; the counters are atomics, read from anywhere.
 ///
-/// A simulcasting publisher (an `a=ssrc-group:SIM` in its offer) sends each
-/// layer on its own SSRC; each layer has its own jitter buffer and reception
+/// A simulcasting publisher sends each layer on its own SSRC, named in its
+/// offer (an `a=ssrc-group:SIM`, as camagent's publisher does) or learnt
+/// from the RID its packets carry (`a=simulcast` with `a=rid`, as browsers
+/// do); each layer has its own jitter buffer and reception
 /// counter, and its frames reach the hub with their layer number, where
-/// each subscriber takes one layer (`SpatialLayerChoice`).
+/// each subscriber takes one layer (`SpatialLayerChoice`), of those that
+/// are sending: a layer the publisher announced but stopped sending, or
+/// never sent, is left for another after a short silence.
 final class ForwardedFrames: ReceivedRTPSink, @unchecked Sendable {   // state below: transport thread only
     struct Codecs: Sendable {
         var audioPayloadType: UInt8?
@@ -28,6 +33,11 @@ final class ForwardedFrames: ReceivedRTPSink, @unchecked Sendable {   // state b
         var videoCodec: VideoCodec?
         /// The publisher's simulcast SSRCs, smallest layer first (empty: one layer).
         var simulcastSSRCs: [UInt32] = []
+        /// Or its simulcast RIDs, smallest layer first, and the header
+        /// extension id its packets name them under: each layer's SSRC is
+        /// learnt from its first packet that does.
+        var simulcastRIDs: [String] = []
+        var streamIDExtensionID: UInt8?
     }
 
     /// One layer of the publisher's video (or its only one), on its own SSRC.
@@ -41,6 +51,8 @@ final class ForwardedFrames: ReceivedRTPSink, @unchecked Sendable {   // state b
         var reception: ReceptionCounter
         /// When this layer was last asked for a keyframe (PLI).
         var lastPLI = -Double.infinity
+        /// Its RTP clock to the hub's (set at its first frame).
+        var offset: UInt32?
     }
 
     /// Packets forwarded: received from the publisher and queued to a subscriber (once per subscriber).
@@ -59,6 +71,7 @@ final class ForwardedFrames: ReceivedRTPSink, @unchecked Sendable {   // state b
     private let hub: MediaHub
     private let codecs: Codecs
     private let onDimensions: @Sendable (Int, Int) -> Void
+    private let logger: Logger
     /// Our SSRC in the feedback we send (RTCP needs a sender).
     private let feedbackSSRC = UInt32.random(in: 1...UInt32.max)
 
@@ -82,11 +95,18 @@ final class ForwardedFrames: ReceivedRTPSink, @unchecked Sendable {   // state b
     /// its encoder starts a new one).
     private var videoLayers: [LayerInput] = []
     private var videoFrame = PayloadBatch()
-    /// One offset for every layer: camagent's publisher stamps a frame's
-    /// layers with the same RTP time. (Publishers whose layers run on RTP
-    /// clocks of their own would need an offset per layer, from their sender
-    /// reports; camagent takes simulcast from its own publisher only so far.)
+    /// The offset that carries the publisher's video RTP clock over to the
+    /// hub's, fixed at the first frame so that intervals stay exact. Each
+    /// layer (and each new SSRC) takes it when its first frame's time is
+    /// near the last frame's, as when a publisher stamps a frame's layers
+    /// with one RTP time (camagent's does); a layer on an RTP clock of its
+    /// own (each of Chromium's is) gets an offset of its own, from its first
+    /// frame's arrival, as audio does (the sender reports could make both exact).
     private var videoOffset: UInt32?
+    /// The publisher's RTP time of the last frame forwarded, any layer.
+    private var lastVideoTimestamp: UInt32?
+    /// Half a second of the 90 kHz clock: "near" for a new layer's first frame.
+    private static let sameClockSpan: Int32 = 45_000
     private var requests = FeedbackRequests()
     private var audioBatch = PayloadBatch()
     private var audioOffset: UInt32?
@@ -97,9 +117,11 @@ final class ForwardedFrames: ReceivedRTPSink, @unchecked Sendable {   // state b
     /// Seconds between two PLIs: the hub's spacing of keyframes.
     private static let pliSpacing = 0.5
 
-    init(hub: MediaHub, codecs: Codecs, onDimensions: @escaping @Sendable (Int, Int) -> Void) {
+    init(hub: MediaHub, codecs: Codecs, logger: Logger = Logger(label: "camagent.router"),
+         onDimensions: @escaping @Sendable (Int, Int) -> Void) {
         self.hub = hub
         self.codecs = codecs
+        self.logger = logger
         self.onDimensions = onDimensions
     }
 
@@ -159,7 +181,7 @@ final class ForwardedFrames: ReceivedRTPSink, @unchecked Sendable {   // state b
 
     private func receiveVideo(_ view: RTPPacketView, packet: ArraySlice<UInt8>, now: Double,
                               feedback: inout [RTCPPacket]) {
-        guard let index = layerInput(for: view) else {
+        guard let index = layerInput(for: view, packet: packet) else {
             packetsDropped.add(1, ordering: .relaxed)
             return
         }
@@ -168,7 +190,7 @@ final class ForwardedFrames: ReceivedRTPSink, @unchecked Sendable {   // state b
         requests.clear()
         videoLayers[index].jitter.insert(view, bytes: packet, now: now, feedback: &requests)
         while let frame = videoLayers[index].jitter.nextFrame(into: &videoFrame, now: now, feedback: &requests) {
-            forward(frame, layer: layer, ssrc: view.ssrc, now: now, feedback: &feedback)
+            forward(frame, input: index, layer: layer, ssrc: view.ssrc, now: now, feedback: &feedback)
         }
         if !requests.nacks.isEmpty {
             feedback.append(.nack(sender: feedbackSSRC, media: view.ssrc, lost: requests.nacks))
@@ -179,17 +201,25 @@ final class ForwardedFrames: ReceivedRTPSink, @unchecked Sendable {   // state b
     }
 
     /// The layer a video packet belongs to, made on its first packet; nil
-    /// for an SSRC outside a simulcast group, or a codec the router does not know.
-    private func layerInput(for view: RTPPacketView) -> Int? {
+    /// for an SSRC outside a simulcast group, a packet of a new SSRC that
+    /// names no RID of the offer's, or a codec the router does not know.
+    private func layerInput(for view: RTPPacketView, packet: ArraySlice<UInt8>) -> Int? {
         if let index = videoLayers.firstIndex(where: { $0.ssrc == view.ssrc }) { return index }
         guard let codec = jitterCodec else { return nil }
         let layer: UInt8
-        if codecs.simulcastSSRCs.isEmpty {
-            layer = 0
-            videoLayers.removeAll()
-        } else {
+        if !codecs.simulcastSSRCs.isEmpty {
             guard let position = codecs.simulcastSSRCs.firstIndex(of: view.ssrc) else { return nil }
             layer = UInt8(min(position, Int(UInt8.max)))
+        } else if !codecs.simulcastRIDs.isEmpty {
+            // A browser names the RID in its first packets (until our receiver reports
+            // reach it); a layer that comes back on a new SSRC replaces its old one.
+            guard let id = codecs.streamIDExtensionID, let rid = view.headerExtension(id, in: packet),
+                  let position = codecs.simulcastRIDs.firstIndex(where: { $0.utf8.elementsEqual(rid) }) else { return nil }
+            layer = UInt8(min(position, Int(UInt8.max)))
+            videoLayers.removeAll { $0.layer == layer }
+        } else {
+            layer = 0
+            videoLayers.removeAll()
         }
         videoLayers.append(LayerInput(ssrc: view.ssrc, layer: layer,
                                       jitter: VideoJitterBuffer(codec: codec, settings: Self.videoReception),
@@ -198,7 +228,9 @@ final class ForwardedFrames: ReceivedRTPSink, @unchecked Sendable {   // state b
     }
 
     /// The layer whose size is the stream's (`videoDimensions`): the largest.
-    private var topLayer: UInt8 { UInt8(min(max(0, codecs.simulcastSSRCs.count - 1), Int(UInt8.max))) }
+    private var topLayer: UInt8 {
+        UInt8(min(max(0, codecs.simulcastSSRCs.count - 1, codecs.simulcastRIDs.count - 1), Int(UInt8.max)))
+    }
 
     private var jitterCodec: VideoJitterBuffer.Codec? {
         switch codecs.videoCodec {
@@ -210,12 +242,13 @@ final class ForwardedFrames: ReceivedRTPSink, @unchecked Sendable {   // state b
 
     /// Hands a whole frame (in `videoFrame`) to the hub, and passes on what
     /// the subscribers ask of the publisher.
-    private func forward(_ frame: VideoJitterBuffer.Frame, layer: UInt8, ssrc: UInt32, now: Double,
+    private func forward(_ frame: VideoJitterBuffer.Frame, input: Int, layer: UInt8, ssrc: UInt32, now: Double,
                          feedback: inout [RTCPPacket]) {
         let size = frame.isKeyframe ? keyframeSize() : nil
         if let size, layer == topLayer { noteDimensions(size) }
-        let offset = videoOffset ?? (hub.rtpTimestamp(.video, at: .now()) &- frame.timestamp)
-        videoOffset = offset
+        let offset = videoLayers[input].offset ?? videoOffset(firstFrameAt: frame.timestamp, layer: layer, ssrc: ssrc)
+        videoLayers[input].offset = offset
+        lastVideoTimestamp = frame.timestamp
         let queued = hub.send(videoFrame, kind: .video, rtpTimestamp: frame.timestamp &+ offset,
                               isKeyframe: frame.isKeyframe, temporalLayer: temporalLayer(), spatialLayer: layer,
                               keyframeSize: size.map { FrameSize(width: $0.0, height: $0.1) })
@@ -230,6 +263,22 @@ final class ForwardedFrames: ReceivedRTPSink, @unchecked Sendable {   // state b
                                                          ssrcs: videoLayers.count > 1 ? videoLayers.map(\.ssrc) : [ssrc]))
             }
         }
+    }
+
+    /// The offset for a layer (or SSRC) whose first frame has RTP time
+    /// `timestamp`: the stream's own when that time is near the last frame's
+    /// (the same clock), else one from now.
+    private func videoOffset(firstFrameAt timestamp: UInt32, layer: UInt8, ssrc: UInt32) -> UInt32 {
+        let said = "video layer \(layer) on SSRC \(ssrc), first frame at RTP time \(timestamp)"
+        if let videoOffset, let last = lastVideoTimestamp,
+           abs(Int64(Int32(bitPattern: timestamp &- last))) <= Int64(Self.sameClockSpan) {
+            logger.info("\(said): on the stream's RTP clock (the last frame's was \(last))")
+            return videoOffset
+        }
+        let offset = hub.rtpTimestamp(.video, at: .now()) &- timestamp
+        logger.info("\(said): \(videoOffset == nil ? "the stream's first" : "on an RTP clock of its own (the last frame's was \(lastVideoTimestamp.map(String.init) ?? "none"))")")
+        if videoOffset == nil { videoOffset = offset }
+        return offset
     }
 
     /// The frame's temporal layer as its VP8 descriptor says (TID); 0 when it

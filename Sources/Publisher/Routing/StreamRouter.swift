@@ -84,16 +84,25 @@ public final class StreamRouter: Sendable {
         }
         guard streams.withLock({ $0[streamID] == nil }) else { throw .streamExists(streamID) }
 
-        // Up to four layers, the largest: the smaller ones' packets are dropped as unknown.
-        let simulcastSSRCs = Array((video.map { offer.sections[$0.index].simulcastSSRCs } ?? [])
-            .suffix(Int(SimulcastLayers.maxCount)))
+        // Simulcast as camagent's publisher offers it (an SSRC group), or as browsers do (RIDs,
+        // named in each packet's header extension). Up to four layers, the largest: the smaller
+        // ones' packets are dropped as unknown (and the answer names only the RIDs taken).
+        let videoSection = video.map { offer.sections[$0.index] }
+        let simulcastSSRCs = Array((videoSection?.simulcastSSRCs ?? []).suffix(Int(SimulcastLayers.maxCount)))
+        let simulcastRIDs = simulcastSSRCs.isEmpty && videoSection?.streamIDExtensionID != nil
+            ? Array((videoSection?.simulcastRIDs ?? []).suffix(Int(SimulcastLayers.maxCount))) : []
+        let layers = max(1, simulcastSSRCs.count, simulcastRIDs.count)
         let hub = MediaHub(videoBitrateCeiling: settings.videoBitrateCeiling, sendsOnQueueingThread: true,
-                           simulcastLayers: max(1, simulcastSSRCs.count))
+                           simulcastLayers: layers)
+        var streamLogger = logger
+        streamLogger[metadataKey: "stream"] = "\(streamID)"
         let frames = ForwardedFrames(
             hub: hub,
             codecs: .init(audioPayloadType: audio?.codec.payloadType, videoPayloadType: video?.codec.payloadType,
                           videoCodec: video?.kind,
-                          simulcastSSRCs: simulcastSSRCs),
+                          simulcastSSRCs: simulcastSSRCs, simulcastRIDs: simulcastRIDs,
+                          streamIDExtensionID: simulcastRIDs.isEmpty ? nil : videoSection?.streamIDExtensionID),
+            logger: streamLogger,
             onDimensions: { width, height in events(.videoDimensions(width: width, height: height)) })
         let transport: PeerTransport
         do {
@@ -116,7 +125,11 @@ public final class StreamRouter: Sendable {
         }
         var tracks: [ViewerAnswer.Track] = []
         if let audio { tracks.append(.init(sectionIndex: audio.index, codec: audio.codec, ssrc: 0)) }
-        if let video { tracks.append(.init(sectionIndex: video.index, codec: video.codec, ssrc: 0)) }
+        if let video {
+            tracks.append(.init(sectionIndex: video.index, codec: video.codec, ssrc: 0, receivedRIDs: simulcastRIDs,
+                                streamIDExtensionID: videoSection?.streamIDExtensionID,
+                                midExtensionID: videoSection?.midExtensionID))
+        }
         tracks.sort { $0.sectionIndex < $1.sectionIndex }
         let answer = ViewerAnswer(
             iceUfrag: transport.iceUfrag, icePwd: transport.icePassword, fingerprint: certificate.fingerprint,
@@ -153,7 +166,6 @@ public final class StreamRouter: Sendable {
         transport.start(remote: PeerTransport.Remote(
             ufrag: offer.iceUfrag, password: offer.icePwd, isLite: false, fingerprint: offer.fingerprint,
             setup: offer.setup == "passive" ? "passive" : "active", candidates: PeerTransport.usable(offer.candidates)))
-        let layers = simulcastSSRCs.count
         logger.info("stream \(streamID): publisher answered (\([audio.map { _ in "audio opus" }, video.map { "video \($0.codec.name)" }].compactMap { $0 }.joined(separator: ", "))\(layers > 1 ? ", \(layers) simulcast layers" : ""))")
         return publication
     }

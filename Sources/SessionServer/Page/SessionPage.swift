@@ -16,7 +16,9 @@
 //   camera and microphone over WHIP (POST /v2/sessions/SID/publish
 //   ?connectionId=CID), so an operator can talk back to a kiosk; `&publish=1`
 //   in the URL does it at once, `&captions=1` asks for the browser's speech to
-//   be captioned (publishCaptions). In a relayed session the page announces
+//   be captioned (publishCaptions), `&simulcast=1` sends the camera in two
+//   sizes (RIDs "half" and "full", the smaller first, as the router takes
+//   them), so that small tiles elsewhere get the half-size one. In a relayed session the page announces
 //   its stream instead (a JSON POST to the same path) and answers each
 //   subscriber's offer itself (subscribeOffer → subscribeAnswer, on a peer
 //   connection of its own; unsubscribe closes it; one that fails is told
@@ -299,7 +301,13 @@ let sessionPageHTML = #"""
       const media = await navigator.mediaDevices.getUserMedia({ video: { width: 640, height: 480 }, audio: true });
       if (mediaMode === "relayed") { await announceRelayed(media); return; }
       const pc = new RTCPeerConnection({ bundlePolicy: "max-bundle" });
-      for (const track of media.getTracks()) pc.addTransceiver(track, { direction: "sendonly" });
+      for (const track of media.getTracks()) {
+        const init = { direction: "sendonly" };
+        if (track.kind === "video" && params.get("simulcast") === "1") {
+          init.sendEncodings = [{ rid: "half", scaleResolutionDownBy: 2 }, { rid: "full" }];
+        }
+        pc.addTransceiver(track, init);
+      }
       pc.addEventListener("connectionstatechange", () => {
         publishStateEl.textContent = "publishing: " + pc.connectionState;
         state.publishing.state = pc.connectionState;
