@@ -98,10 +98,12 @@ public struct ViewerOffer: Hashable, Sendable {
         for value in m.values("simulcast") {
             let fields = value.split(separator: " ")
             guard let send = fields.firstIndex(of: "send"), send + 1 < fields.count else { continue }
-            let rids = fields[send + 1].split(separator: ";").compactMap { stream -> String? in
-                guard var first = stream.split(separator: ",").first else { return nil }
+            var rids: [String] = []
+            for stream in fields[send + 1].split(separator: ";") {
+                guard var first = stream.split(separator: ",").first else { continue }
                 if first.hasPrefix("~") { first = first.dropFirst() }
-                return sent.contains(first) ? String(first) : nil
+                // A RID named twice is one stream.
+                if sent.contains(first), !rids.contains(String(first)) { rids.append(String(first)) }
             }
             return rids.count > 1 ? rids : []
         }

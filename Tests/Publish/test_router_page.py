@@ -58,8 +58,9 @@ def page_and_camagent_decode_each_other(net, workdir, router, session, duration=
         start_camagent_publisher(net, workdir, url, router.token(session, "publisher"), duration=duration)
         camagent_stream = router.wait_for_streams(session, 1)[0]
 
-    browser = open_session_page(net, workdir, router, session, "--treat-as-secure", router.base, hold=hold,
-                                query="&simulcast=1" if simulcast else "")
+    # Simulcast: the page stays 8 s longer, for Chromium's full layer to start (5-7 s here).
+    browser = open_session_page(net, workdir, router, session, "--treat-as-secure", router.base,
+                                hold=hold + 8 if simulcast else hold, query="&simulcast=1" if simulcast else "")
 
     # Chromium's own stream appears beside camagent's; an aiortc subscriber decodes it.
     page_stream = wait_for_page_stream(router, session, browser, besides=camagent_stream)
@@ -102,8 +103,11 @@ def page_and_camagent_decode_each_other(net, workdir, router, session, duration=
         small_lines = json_lines(small_sub.stdout.read())
         assert small_sub.returncode == 0, (small_lines, open(small_sub.log_path).read()[-3000:], router.log()[-3000:])
         small = read_y4m(small_y4m)
-        # Every picture the half-size layer's: Y4M keeps one size, and the first decides it.
         assert len(small) >= 30 and small[0][0].shape == (240, 320), (len(small), small[0][0].shape if small else None)
+        # Every picture the half-size layer's: the Y4M keeps its first size, so the decoder's
+        # size events say it (one, 320x240).
+        sizes = {(e["width"], e["height"]) for e in small_lines if e.get("event") == "video" and e.get("state") == "dimensions"}
+        assert sizes == {(320, 240)}, small_lines
         assert small[-1][0].std() > 5, "the small layer is Chromium's moving pattern too"
         # The router took both RIDs, and learnt the full layer's SSRC from its packets (the router
         # runs --verbose here: these are info lines).

@@ -99,11 +99,20 @@ struct SpatialLayerChoiceTests {
         #expect(choice.admit(layer: 1, isKeyframe: true, rtpTimestamp: 9000, layers: Self.known) == 9001)
     }
 
-    /// `known`, each layer last heard at the given second (nil: never).
+    /// `known`, each layer last heard at the given second (nil: never). Each layer is heard steadily from the earliest of the two seconds to its own,
+    /// as a layer that sends is (no frame at all for 2 s is a pause of the whole stream).
     static func heard(_ small: Double?, _ large: Double?) -> SimulcastLayers {
         var layers = known
-        for (layer, second) in [(UInt8(0), small), (1, large)] {
-            if let second { layers.heard(layer, at: MonotonicTimestamp(nanoseconds: Int64(second * 1e9))) }
+        let times = [(UInt8(0), small), (1, large)].compactMap { layer, second in second.map { (layer, $0) } }
+        guard let start = times.map(\.1).min() else { return layers }
+        func at(_ second: Double) -> MonotonicTimestamp { MonotonicTimestamp(nanoseconds: Int64(second * 1e9)) }
+        for (layer, last) in times {
+            var second = start
+            while second < last {
+                layers.heard(layer, at: at(second))
+                second += 1
+            }
+            layers.heard(layer, at: at(last))
         }
         return layers
     }
@@ -152,6 +161,31 @@ struct SpatialLayerChoiceTests {
         // Then the large layer is what there is.
         #expect(choice.admit(layer: 1, isKeyframe: true, rtpTimestamp: 6000, layers: largeHeard(at: 3.1)) != nil)
         #expect(choice.current == 1)
+    }
+
+    /// After the whole stream paused (video off, an outage), its layers start
+    /// again one after the other: the first back is not taken for the only one.
+    @Test func afterAPauseOfTheWholeStreamNoLayerIsTakenForStopped() {
+        var layers = Self.heard(1, 1)
+        #expect(layers.isSending(0) && layers.isSending(1))
+        layers.heard(1, at: MonotonicTimestamp(nanoseconds: 10_000_000_000))   // 9 s later, the large layer first
+        #expect(layers.isSending(0) && layers.isSending(1))
+        layers.heard(1, at: MonotonicTimestamp(nanoseconds: 11_500_000_000))
+        layers.heard(1, at: MonotonicTimestamp(nanoseconds: 12_500_000_000))   // the small one still silent
+        #expect(!layers.isSending(0) && layers.isSending(1))
+    }
+
+    /// A source that lists its layers large first: once every size is known, a
+    /// receiver that prefers nothing gets the largest picture, not the last layer.
+    @Test func withoutAPreferenceTheLargestPictureGoesWhateverTheOrder() {
+        var largeFirst = SimulcastLayers(count: 2)
+        largeFirst[0] = Self.large
+        largeFirst[1] = Self.small
+        var choice = SpatialLayerChoice()
+        #expect(choice.admit(layer: 0, isKeyframe: true, rtpTimestamp: 3000, layers: largeFirst) != nil)
+        #expect(choice.current == 0 && choice.awaitedLayer == nil)
+        choice.preferred = FrameSize(width: 320, height: 240)
+        #expect(choice.target == 1)
     }
 
     @Test func aStreamWithoutLayersGoesWholeFromItsFirstKeyframe() {
@@ -286,11 +320,17 @@ struct SimulcastForwardingTests {
         }
         _ = rig.feed([large(0, keyframe: true), large(1, keyframe: false)])
         #expect(try MediaHubTests.drain(thumbnail).isEmpty)
-        try await Task.sleep(for: .nanoseconds(SimulcastLayers.silenceBeforeStopped) + .milliseconds(200))
-        let feedback = rig.feed([large(2, keyframe: false)], now: 12.5)
+        // The large layer goes on, a frame every 0.5 s, until the small one's silence has lasted.
+        var feedback: [RTCPPacket] = []
+        for n in 2...6 {
+            try await Task.sleep(for: .milliseconds(500))
+            feedback += rig.feed([large(n, keyframe: false)], now: 10 + Double(n) / 2)
+        }
+        #expect(try MediaHubTests.drain(thumbnail).isEmpty)
+        // Asked of the large layer (again every 0.5 s while the keyframe does not come).
         let asked = feedback.compactMap { if case .pictureLossIndication(_, let media) = $0 { media } else { nil } }
-        #expect(asked == [Self.largeSSRC])
-        _ = rig.feed([large(3, keyframe: true), large(4, keyframe: false)], now: 12.6)
+        #expect(!asked.isEmpty && asked.allSatisfy { $0 == Self.largeSSRC })
+        _ = rig.feed([large(7, keyframe: true), large(8, keyframe: false)], now: 13.6)
         #expect(Self.layers(try MediaHubTests.drain(thumbnail)) == [Self.largeSSRC, Self.largeSSRC])
     }
 
@@ -483,6 +523,7 @@ struct RIDSimulcastTests {
             try ViewerOffer(try SessionDescription(parsing: Self.offer(lines))).sections[0].simulcastRIDs
         }
         #expect(try rids("a=rid:a send\r\na=rid:b send\r\na=rid:c send\r\na=simulcast:send ~a;b,c;c\r\n") == ["a", "b", "c"])
+        #expect(try rids("a=rid:a send\r\na=rid:b send\r\na=simulcast:send a;a;b\r\n") == ["a", "b"])   // named twice: one
         #expect(try rids("a=rid:a send\r\na=rid:b recv\r\na=simulcast:send a;b\r\n") == [])   // one layer is no simulcast
         #expect(try rids("a=rid:a send\r\na=rid:b send\r\na=simulcast:recv a;b\r\n") == [])
         #expect(try rids("") == [])

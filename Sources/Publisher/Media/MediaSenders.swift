@@ -141,9 +141,9 @@ final class MediaSenders: Sendable {
             var headerExtension: OneByteExtension?
             var timestamp = rtpTimestamp
             if kind == .video {
-                // Every frame offered is measured (a simulcast frame's layers share one time: no gap).
-                guard s.frameRate.admits(layer: temporalLayer, rtpTimestamp: rtpTimestamp) else { return false }
                 if s.carriesLayers {
+                    // Every frame offered is measured (the publisher's own layers share one time: no gap).
+                    guard s.frameRate.admits(layer: temporalLayer, rtpTimestamp: rtpTimestamp) else { return false }
                     guard let layerIndex = s.streamIndex(videoLayer: spatialLayer) else { return false }
                     index = layerIndex
                     let bit: UInt8 = 1 << min(spatialLayer, 7)
@@ -154,6 +154,9 @@ final class MediaSenders: Sendable {
                                                     layers: layers) else {
                         return false
                     }
+                    // Only the layer this receiver gets is measured: a browser's layers run on RTP
+                    // clocks of their own, set on the hub's a few ms apart, and would look twice as fast.
+                    guard s.frameRate.admits(layer: temporalLayer, rtpTimestamp: rtpTimestamp) else { return false }
                     timestamp = sent
                 }
                 headerExtension = s.videoOrientationExtensionID.map { OneByteExtension(id: $0, value: orientation) }

@@ -55,6 +55,11 @@ struct SimulcastLayers: Sendable, Equatable {
     /// Notes a frame of `layer` that came at `time` (the hub does, for every frame).
     mutating func heard(_ layer: UInt8, at time: MonotonicTimestamp) {
         let nanoseconds = max(time.nanoseconds, 1)
+        // After the whole stream paused (video off, an outage) its layers start again one
+        // after the other: as at its start, none is taken for stopped before the silence.
+        if nanoseconds - max(heard0, heard1, heard2, heard3) > Self.silenceBeforeStopped {
+            (heard0, heard1, heard2, heard3, firstHeard) = (0, 0, 0, 0, 0)
+        }
         if firstHeard == 0 { firstHeard = nanoseconds }
         switch clamped(layer) {
         case 0: heard0 = nanoseconds
@@ -139,7 +144,7 @@ struct SpatialLayerChoice: Sendable {
         }
         // No layer sending: cannot be (the newest frame's layer sends), but then any may come back.
         guard let lowest, let highest else { return preferred == nil ? layers.top : 0 }
-        guard let preferred else { return highest }
+        guard let preferred else { return largest(lowest...highest) ?? highest }
         var fitting: (layer: UInt8, area: Int)?
         var smallest: (layer: UInt8, area: Int)?
         for layer in lowest...highest where layers.isSending(layer) {
@@ -153,6 +158,18 @@ struct SpatialLayerChoice: Sendable {
         // Nothing known fits: the smallest, which is the lowest sending layer while its size is not known.
         if layers[lowest] == nil { return lowest }
         return smallest?.layer ?? lowest
+    }
+
+    /// The largest of the sending layers in `range` once every one's size is
+    /// known (a source that lists its layers large first), else nil: the
+    /// highest then, as a source lists its layers from small to large.
+    private func largest(_ range: ClosedRange<UInt8>) -> UInt8? {
+        var best: (layer: UInt8, area: Int)?
+        for layer in range where layers.isSending(layer) {
+            guard let size = layers[layer] else { return nil }
+            if size.pixelCount > (best?.area ?? -1) { best = (layer, size.pixelCount) }
+        }
+        return best?.layer
     }
 
     /// The layer whose keyframe the receiver waits for: its first one after

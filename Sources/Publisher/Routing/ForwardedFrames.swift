@@ -103,8 +103,10 @@ final class ForwardedFrames: ReceivedRTPSink, @unchecked Sendable {   // state b
     /// own (each of Chromium's is) gets an offset of its own, from its first
     /// frame's arrival, as audio does (the sender reports could make both exact).
     private var videoOffset: UInt32?
-    /// The publisher's RTP time of the last frame forwarded, any layer.
+    /// The publisher's RTP time of the last frame forwarded, any layer, and
+    /// the hub's time it went at.
     private var lastVideoTimestamp: UInt32?
+    private var lastForwardedTimestamp: UInt32?
     /// Half a second of the 90 kHz clock: "near" for a new layer's first frame.
     private static let sameClockSpan: Int32 = 45_000
     private var requests = FeedbackRequests()
@@ -249,6 +251,7 @@ final class ForwardedFrames: ReceivedRTPSink, @unchecked Sendable {   // state b
         let offset = videoLayers[input].offset ?? videoOffset(firstFrameAt: frame.timestamp, layer: layer, ssrc: ssrc)
         videoLayers[input].offset = offset
         lastVideoTimestamp = frame.timestamp
+        lastForwardedTimestamp = frame.timestamp &+ offset
         let queued = hub.send(videoFrame, kind: .video, rtpTimestamp: frame.timestamp &+ offset,
                               isKeyframe: frame.isKeyframe, temporalLayer: temporalLayer(), spatialLayer: layer,
                               keyframeSize: size.map { FrameSize(width: $0.0, height: $0.1) })
@@ -275,7 +278,13 @@ final class ForwardedFrames: ReceivedRTPSink, @unchecked Sendable {   // state b
             logger.info("\(said): on the stream's RTP clock (the last frame's was \(last))")
             return videoOffset
         }
-        let offset = hub.rtpTimestamp(.video, at: .now()) &- timestamp
+        var offset = hub.rtpTimestamp(.video, at: .now()) &- timestamp
+        // A frame may come out of the jitter buffer up to its wait after it arrived: on a
+        // stream without layers to switch between (a publisher that restarted its encoder),
+        // nothing else would keep time from going back.
+        if let lastForwarded = lastForwardedTimestamp, Int32(bitPattern: (timestamp &+ offset) &- lastForwarded) <= 0 {
+            offset = lastForwarded &+ 1 &- timestamp
+        }
         logger.info("\(said): \(videoOffset == nil ? "the stream's first" : "on an RTP clock of its own (the last frame's was \(lastVideoTimestamp.map(String.init) ?? "none"))")")
         if videoOffset == nil { videoOffset = offset }
         return offset

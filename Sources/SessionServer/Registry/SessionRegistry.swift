@@ -717,6 +717,7 @@ public final class SessionRegistry: Sendable {
     /// answer gives it none. Of a stream that has video, that means no codec
     /// in common, which everyone hears as `videoDisabled` with reason
     /// codecNotSupported (OpenTok's): the subscriber gets the audio only.
+    /// Said now, as its 201 goes: it may reach a socket before the answer.
     func confirmSubscriber(sessionID: String, streamID: String, subscriberID: String, tokenID: String? = nil,
                            offeredVideoGotNone: Bool = false) -> Bool {
         state.withLock { state -> Bool in
