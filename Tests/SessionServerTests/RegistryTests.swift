@@ -240,8 +240,8 @@ struct RegistryTests {
         #expect(stored == SubscriberSettings(subscribeToAudio: false, preferredResolution: (640, 360)))
     }
 
-    @Test("a publisher's video off and on, and a subscriber's own, reach the session as videoDisabled/videoEnabled with their reason")
-    func videoReasons() async throws {
+    /// A routed session with a subscriber's connection that watches it, and a publisher's stream with audio and video.
+    static func watchedStream() throws -> (SessionRegistry, sid: String, watcher: Outbox, viewer: String, pub: String, stream: String) {
         let registry = SessionRegistry()
         let sid = try registry.createSession(mediaMode: .routed).sessionID
         let watcher = Outbox()
@@ -250,6 +250,12 @@ struct RegistryTests {
         let stream = try registry.reserveStream(sessionID: sid, connectionID: pub)
         _ = try registry.announceStream(sessionID: sid, streamID: stream, publisher: .connection(pub), name: "",
                                         hasAudio: true, hasVideo: true, videoType: .camera)
+        return (registry, sid, watcher, viewer, pub, stream)
+    }
+
+    @Test("a publisher's video off and on, and a subscriber's own, reach the session as videoDisabled/videoEnabled with their reason")
+    func videoReasons() async throws {
+        let (registry, sid, watcher, viewer, pub, stream) = try Self.watchedStream()
         let sub = try registry.reserveSubscriber(sessionID: sid, streamID: stream)
         #expect(registry.confirmSubscriber(sessionID: sid, streamID: stream, subscriberID: sub))
 
@@ -278,14 +284,7 @@ struct RegistryTests {
 
     @Test("a subscriber whose offer asked for video in none of the stream's codecs hears videoDisabled codecNotSupported, and nothing of the publisher's video after")
     func codecNotSupported() async throws {
-        let registry = SessionRegistry()
-        let sid = try registry.createSession(mediaMode: .routed).sessionID
-        let watcher = Outbox()
-        let viewer = try registry.connect(sessionID: sid, role: .subscriber, data: "", outbox: watcher).connectionId
-        let pub = try registry.connect(sessionID: sid, role: .publisher, data: "", outbox: nil).connectionId
-        let stream = try registry.reserveStream(sessionID: sid, connectionID: pub)
-        _ = try registry.announceStream(sessionID: sid, streamID: stream, publisher: .connection(pub), name: "",
-                                        hasAudio: true, hasVideo: true, videoType: .camera)
+        let (registry, sid, watcher, viewer, pub, stream) = try Self.watchedStream()
         let refused = try registry.reserveSubscriber(sessionID: sid, streamID: stream)
         #expect(registry.confirmSubscriber(sessionID: sid, streamID: stream, subscriberID: refused, offeredVideoGotNone: true))
         let taken = try registry.reserveSubscriber(sessionID: sid, streamID: stream)
