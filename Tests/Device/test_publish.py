@@ -326,7 +326,9 @@ def test_two_vivid_cameras_are_two_streams_an_aiortc_viewer_decodes(vivid, guest
     first, second = vivid_capture_nodes()
     # The duration is only a bound (SIGINT ends it after the viewers): at 60 s, a slow
     # guest (TCG beside a build) once ended it before the second viewer came.
-    pub = Publisher(["--device", first, "--device", second, "--size", "640x360", "--fps", "15", "--audio", "none",
+    # 320x180: decoding 640x360 in the TCG guest, beside CI's background builds, fell behind
+    # (18 and 36 frames decoded of 56 and 78 received in 6 s, CI runs 25 and 26 of 2026-11-28).
+    pub = Publisher(["--device", first, "--device", second, "--size", "320x180", "--fps", "15", "--audio", "none",
                      "--listen", f"{guest_address}:0", "--open", "--duration", "240"], tmp_path)
     serving = {}
     for camera in (1, 2):
@@ -352,7 +354,7 @@ def test_two_vivid_cameras_are_two_streams_an_aiortc_viewer_decodes(vivid, guest
     for camera, summary in summaries.items():
         video = summary["video"]
         assert len(video) == 1 and video[0]["frames"] >= 0.5 * 5 * 15, (camera, video)
-        assert set(video[0]["sizes"]) == {"640x360"}, (camera, video[0]["sizes"])
+        assert set(video[0]["sizes"]) == {"320x180"}, (camera, video[0]["sizes"])
     ends = {e["camera"]: e["framesEncoded"] for e in pub.events if e.get("event") == "summary"}
     assert sorted(ends) == [1, 2] and all(n > 0 for n in ends.values()), ends
 
