@@ -310,7 +310,8 @@ struct RegistryTests {
     func offeredVideoGotNone() {
         func sdp(_ sections: [(kind: String, port: Int, direction: String)]) -> String {
             "v=0\r\no=- 1 1 IN IP4 0.0.0.0\r\ns=-\r\nt=0 0\r\n" + sections.map { s in
-                "m=\(s.kind) \(s.port) UDP/TLS/RTP/SAVPF 96\r\nc=IN IP4 0.0.0.0\r\na=\(s.direction)\r\n"
+                "m=\(s.kind) \(s.port) UDP/TLS/RTP/SAVPF 96\r\nc=IN IP4 0.0.0.0\r\na=ice-ufrag:u\r\na=ice-pwd:pppppppppppppppppppppp\r\n"
+                    + "a=fingerprint:sha-256 AB:CD\r\na=\(s.direction)\r\n"
             }.joined()
         }
         let wantsBoth = sdp([("audio", 9, "recvonly"), ("video", 9, "recvonly")])

@@ -61,12 +61,7 @@ struct SimulcastLayers: Sendable, Equatable {
             (heard0, heard1, heard2, heard3, firstHeard) = (0, 0, 0, 0, 0)
         }
         if firstHeard == 0 { firstHeard = nanoseconds }
-        switch clamped(layer) {
-        case 0: heard0 = nanoseconds
-        case 1: heard1 = nanoseconds
-        case 2: heard2 = nanoseconds
-        default: heard3 = nanoseconds
-        }
+        self[heardAt: layer] = nanoseconds
     }
 
     /// Whether `layer` is sending, judged by the newest frame of any layer:
@@ -76,13 +71,28 @@ struct SimulcastLayers: Sendable, Equatable {
     func isSending(_ layer: UInt8) -> Bool {
         let newest = max(heard0, heard1, heard2, heard3)
         guard newest != 0 else { return true }
-        let heard = switch clamped(layer) {
-        case 0: heard0
-        case 1: heard1
-        case 2: heard2
-        default: heard3
-        }
+        let heard = self[heardAt: layer]
         return newest - (heard == 0 ? firstHeard : heard) <= Self.silenceBeforeStopped
+    }
+
+    /// When `layer`'s latest frame came (0: none yet), as the sizes are kept.
+    private subscript(heardAt layer: UInt8) -> Int64 {
+        get {
+            switch clamped(layer) {
+            case 0: heard0
+            case 1: heard1
+            case 2: heard2
+            default: heard3
+            }
+        }
+        set {
+            switch clamped(layer) {
+            case 0: heard0 = newValue
+            case 1: heard1 = newValue
+            case 2: heard2 = newValue
+            default: heard3 = newValue
+            }
+        }
     }
 }
 

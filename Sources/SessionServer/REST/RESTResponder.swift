@@ -417,8 +417,10 @@ struct RESTResponder: HTTPResponder {
     /// answered inactive or rejected. An offer that asks for no video is not
     /// refused anything.
     static func offeredVideoGotNone(offer: String, answer: String) -> Bool {
-        guard let offered = try? SDP.SessionDescription(parsing: offer), let answered = try? SDP.SessionDescription(parsing: answer),
-              let index = offered.media.firstIndex(where: { $0.kind == "video" && ["recvonly", "sendrecv"].contains($0.direction) })
+        // The section `ViewerOffer.accepting` answers: the first video one that wants media.
+        guard let offered = try? ViewerOffer(SDP.SessionDescription(parsing: offer)),
+              let answered = try? SDP.SessionDescription(parsing: answer),
+              let index = offered.sections.firstIndex(where: { $0.kind == "video" && $0.wantsMedia })
         else { return false }
         // The answer's sections are the offer's, in its order (JSEP).
         guard index < answered.media.count, answered.media[index].kind == "video" else { return false }
