@@ -343,7 +343,7 @@ def test_two_vivid_cameras_are_two_streams_an_aiortc_viewer_decodes(vivid, guest
     summaries = {}
     for camera in (1, 2):
         path = str(tmp_path / f"viewer-{camera}.json")
-        viewer = subprocess.run([sys.executable, WHEP_VIEWER, "--url", serving[camera]["whep"], "--duration", "6",
+        viewer = subprocess.run([sys.executable, WHEP_VIEWER, "--url", serving[camera]["whep"], "--duration", "4",
                                  "--summary", path], capture_output=True, text=True, timeout=120)
         assert viewer.returncode == 0, (camera, viewer.returncode, viewer.stderr[-3000:])
         with open(path) as f:
@@ -353,7 +353,7 @@ def test_two_vivid_cameras_are_two_streams_an_aiortc_viewer_decodes(vivid, guest
     assert code == 0, pub.log()
     for camera, summary in summaries.items():
         video = summary["video"]
-        assert len(video) == 1 and video[0]["frames"] >= 0.5 * 5 * 15, (camera, video)
+        assert len(video) == 1 and video[0]["frames"] >= 0.5 * 3 * 15, (camera, video)  # half of 3 s of the 4
         assert set(video[0]["sizes"]) == {"320x180"}, (camera, video[0]["sizes"])
     ends = {e["camera"]: e["framesEncoded"] for e in pub.events if e.get("event") == "summary"}
     assert sorted(ends) == [1, 2] and all(n > 0 for n in ends.values()), ends

@@ -216,11 +216,13 @@ def wait_for_line(proc, needle, timeout):
 
 def test_error_buffers_are_counted(vivid):
     control = find_control(vivid, "inject", "buf_flag_error")  # a button: flags the next buffer
-    proc = streaming(vivid, "--size", "320x180", "--duration", "15")
+    proc = streaming(vivid, "--size", "320x180", "--duration", "60")  # a bound: Ctrl-C ends it
     wait_for_line(proc, "capturing", 60)
     for _ in range(5):
         time.sleep(0.5)
         set_control(vivid, control, 1)
+    time.sleep(1)
+    proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     summary = last_json(out)
@@ -258,10 +260,12 @@ def test_fatal_streaming_error_without_reconnect_ends_cleanly(vivid):
 
 def test_dropped_buffers_are_counted(vivid):
     control = find_control(vivid, "dropped", "buffers")
-    proc = streaming(vivid, "--size", "320x180", "--duration", "12")
+    proc = streaming(vivid, "--size", "320x180", "--duration", "60")  # a bound: Ctrl-C ends it
     try:
         wait_for_line(proc, "capturing", 60)
         set_control(vivid, control, 50)
+        time.sleep(3)
+        proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)
     finally:
         set_control(vivid, control, 0)
@@ -274,8 +278,13 @@ def test_governor_reports_and_adapts(vivid):
     control = find_control(vivid, "dropped", "buffers")
     set_control(vivid, control, 70)
     try:
-        proc = streaming(vivid, "--format", "yuyv", "--size", "640x480", "--fps", "25", "--adapt", "--duration", "25")
-        out, err = proc.communicate(timeout=180)
+        # Ended (Ctrl-C) once the governor has renegotiated, which it does a few seconds in;
+        # the duration is only a bound.
+        proc = streaming(vivid, "--format", "yuyv", "--size", "640x480", "--fps", "25", "--adapt", "--duration", "120")
+        wait_for_line(proc, "adapted: renegotiated", 100)
+        time.sleep(1)
+        proc.send_signal(2)
+        out, err = proc.communicate(timeout=60)
     finally:
         set_control(vivid, control, 0)
     assert proc.returncode == 0, err
@@ -284,7 +293,8 @@ def test_governor_reports_and_adapts(vivid):
     assert "delivered" in events and "granted" in events, events
     # vivid has no exposure_auto_priority and no MJPEG: the governor steps down in size.
     assert "adapted: renegotiated" in events, events
-    assert summary["width"] < 640, summary
+    # A step down may keep the width (a wide size of the same width): the picture is smaller.
+    assert summary["width"] * summary["height"] < 640 * 480, (summary["width"], summary["height"], events)
 
 
 def test_streamon_error_is_reported(vivid):

@@ -288,15 +288,20 @@ def aiortc_publish(net, url, y4m, *, codec="vp8", token=None, duration=4, tone=1
     return net.run(args, timeout=timeout)
 
 
-def camagent_publish(net, url, *, codec="vp8", token=None, duration=5, audio="test-tone",
-                     extra=(), timeout=None):
-    """Runs `camagent publish` inside the test's network; returns CompletedProcess."""
+def camagent_publish_args(url, *, codec="vp8", token=None, duration=5, audio="test-tone", extra=()):
+    """`camagent publish` of the test pattern to a WHIP URL, as the tests run it."""
     args = [BIN, "publish", "--device", "test-pattern", "--audio", audio, "--whip", url,
             "--codec", codec, "--size", "640x480", "--fps", "30", "--bitrate", "800",
             "--duration", str(duration), "--json"]
     if token:
         args += ["--token", token]
-    args += list(extra)
+    return args + list(extra)
+
+
+def camagent_publish(net, url, *, codec="vp8", token=None, duration=5, audio="test-tone",
+                     extra=(), timeout=None):
+    """Runs `camagent publish` inside the test's network; returns CompletedProcess."""
+    args = camagent_publish_args(url, codec=codec, token=token, duration=duration, audio=audio, extra=extra)
     return net.run(args, timeout=timeout if timeout is not None else duration + 60)
 
 

@@ -6,9 +6,13 @@ it, and the receiver decodes every frame and reads the frame counter drawn
 into the pattern. The same checks are made of aiortc's own publisher in
 test_receiver_selfcheck.py, so a failure here is camagent's.
 """
+import signal
+import subprocess
+import time
+
 from publish_support import (EXIT_CONNECTION, EXIT_OK, EXIT_REFUSED, EXIT_UNAUTHORIZED, EXIT_UNREACHABLE,
-                             EXIT_USAGE, BIN, camagent_publish, check_audio, check_video, describe,
-                             json_lines, states, total_frames)
+                             EXIT_USAGE, BIN, camagent_publish, camagent_publish_args, check_audio, check_video,
+                             describe, json_lines, output_lines, states, total_frames)
 
 TOKEN = "camagent-test-token"
 DURATION = 5
@@ -121,13 +125,24 @@ def test_wrong_fingerprint_is_refused(net, receiver_factory):
     assert total_frames(summary, "video") == 0 and total_frames(summary, "audio") == 0, summary["sessions"]
 
 
-def test_peer_vanishes_then_reconnect(net, receiver_factory):
+def test_peer_vanishes_then_reconnect(net, workdir, receiver_factory):
     # The receiver drops the first session silently 3 s after it connects; camagent must
     # notice (no RTCP, or ICE consent expiring: at most 30 s by RFC 7675), say
     # "reconnecting" and POST a new offer. It has the rest of --duration to do so, enough
     # for a consent expiry and a few backoff steps: the later session must decode frames.
+    # --duration is only a bound: 4 s after camagent connected again, Ctrl-C ends it.
     r = receiver_factory("--vanish-after", "3")
-    proc = camagent_publish(net, r.url, duration=25, timeout=120)
+    publisher = net.start(camagent_publish_args(r.url, duration=90), "camagent-vanish", workdir)
+    lines, said = [], []
+    for line in output_lines(publisher, 80, lines):
+        said = states(json_lines(line))
+        if said and said[-1] == "connected" and "reconnecting" in states(json_lines("".join(lines))):
+            break
+    time.sleep(4)
+    publisher.send_signal(signal.SIGINT)
+    rest, _ = publisher.communicate(timeout=60)
+    proc = subprocess.CompletedProcess(publisher.args, publisher.returncode, "".join(lines) + rest,
+                                       open(publisher.log_path).read())
     summary = r.stop()
     said = states(json_lines(proc.stdout))
     assert "reconnecting" in said, describe(proc, r.log())

@@ -10,6 +10,7 @@ usage error. Two vivid instances in the VM: Tests/Device/test_publish.py.
 """
 import json
 import os
+import signal
 import subprocess
 
 from publish_support import BIN, HERE, PY, check_audio, check_video, json_lines, output_lines
@@ -39,6 +40,12 @@ class TwoCameraAgent:
             if len(self.serving) == 2:
                 break
         assert sorted(self.serving) == [1, 2], "".join(self.lines)[-2000:] + open(self.proc.log_path).read()[-2000:]
+
+    def stop(self):
+        """Ends it as Ctrl-C would (camagent stops cleanly on SIGTERM), once the viewers are done."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        return self.finish()
 
     def finish(self, timeout=90):
         out, _ = self.proc.communicate(timeout=timeout)
@@ -95,7 +102,7 @@ def test_two_cameras_are_two_streams_on_the_built_in_viewer(net, workdir):
                         headers={**auth, "Content-Type": "application/sdp"})
     assert status == 404 and "no camera 3" in text, (status, text)
 
-    code, events = agent.finish()
+    code, events = agent.stop()
     assert code == 0, "".join(agent.lines)[-2000:]
     joined = sorted(e["camera"] for e in events if e.get("event") == "viewer" and e.get("state") == "joined")
     assert joined == [1, 2], joined

@@ -162,7 +162,14 @@ def test_subscribe_to_the_built_in_viewer_over_whep_with_its_token(net, workdir)
     assert events(lines, "state")[0]["codecs"] == "VP8+opus", lines
     check_pattern_y4m(video, fps=30, seconds=WATCH, size=(640, 480), header_rate=True)
     check_tone_wav(audio, seconds=WATCH)
+    # Once the publisher has seen the subscriber leave, SIGTERM (as Ctrl-C) ends it: --duration is a bound.
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and '"left"' not in "".join(publisher.output):
+        time.sleep(0.2)
+    publisher.terminate()
     publisher.wait(timeout=60)
+    publisher.reader.join(timeout=10)
+    assert publisher.returncode == 0, "".join(publisher.output)[-2000:]
     joined = [e for e in json_lines("".join(publisher.output)) if e.get("event") == "viewer"]
     assert [e["state"] for e in joined if e["state"] in ("joined", "left")] == ["joined", "left"], joined
 

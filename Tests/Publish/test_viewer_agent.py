@@ -128,7 +128,7 @@ def test_two_viewers_then_one_leaves(net, workdir):
     leaver = start_viewer(net, workdir, agent, "leaver", leave_after=6)
     stayer = start_viewer(net, workdir, agent, "stayer", duration=12)
     a, b = viewer_result(leaver), viewer_result(stayer)
-    code, events = agent.finish()
+    code, events = agent.stop()  # the viewers are done: --duration is only a bound
     assert code == 0, "".join(agent.lines)[-2000:] + agent.log()
     assert a["exit"] == 0 and b["exit"] == 0, (brief(a), brief(b), agent.log())
     assert a["deleteStatus"] == 200, brief(a)
@@ -228,7 +228,7 @@ def test_tokens_errors_stats_and_metrics(net, workdir):
     assert stats["viewers"][0]["video"]["packetsSent"] > 0, stats
 
     w = viewer_result(watcher)
-    code, events = agent.finish()
+    code, events = agent.stop()  # the watcher is done: --duration is only a bound
     assert code == 0, agent.log()
     assert w["exit"] == 0, brief(w)
     check_video(w["video"][0], duration=9, fps=FPS, codec="VP8")
@@ -240,7 +240,7 @@ def test_open_server_h264_viewer(net, workdir):
     agent = Agent(net, workdir, duration=14, token=None, codec="h264")
     assert agent.serving.get("token") is None and "token=" not in agent.serving["url"], agent.serving
     s = viewer_result(start_viewer(net, workdir, agent, "h264", duration=7, token=None))
-    code, _ = agent.finish()
+    code, _ = agent.stop()  # the viewer is done: --duration is only a bound
     assert code == 0, agent.log()
     assert s["exit"] == 0, brief(s)
     assert "H264/90000" in s["answer"] and "a=ice-lite" in s["answer"], s["answer"]
