@@ -15,11 +15,17 @@ struct SimulcastLayers: Sendable, Equatable {
     /// frozen for long.
     static let silenceBeforeStopped: Int64 = 2_000_000_000
 
+    /// What is known of one layer.
+    private struct Layer: Sendable, Equatable {
+        /// Its size, as its latest keyframe said.
+        var size: FrameSize?
+        /// When its latest frame came, monotonic nanoseconds (0: none yet).
+        var heardAt: Int64 = 0
+    }
+
     /// How many layers the source sends (1: no simulcast).
     let count: UInt8
-    private var size0, size1, size2, size3: FrameSize?
-    /// When each layer's latest frame came, monotonic nanoseconds (0: none yet).
-    private var heard0: Int64 = 0, heard1: Int64 = 0, heard2: Int64 = 0, heard3: Int64 = 0
+    private var layer0 = Layer(), layer1 = Layer(), layer2 = Layer(), layer3 = Layer()
     /// When the first frame of any layer came (0: none yet).
     private var firstHeard: Int64 = 0
 
@@ -34,22 +40,8 @@ struct SimulcastLayers: Sendable, Equatable {
     func clamped(_ layer: UInt8) -> UInt8 { min(layer, top) }
 
     subscript(layer: UInt8) -> FrameSize? {
-        get {
-            switch clamped(layer) {
-            case 0: size0
-            case 1: size1
-            case 2: size2
-            default: size3
-            }
-        }
-        set {
-            switch clamped(layer) {
-            case 0: size0 = newValue
-            case 1: size1 = newValue
-            case 2: size2 = newValue
-            default: size3 = newValue
-            }
-        }
+        get { self[state: layer].size }
+        set { self[state: layer].size = newValue }
     }
 
     /// Notes a frame of `layer` that came at `time` (the hub does, for every frame).
@@ -57,11 +49,11 @@ struct SimulcastLayers: Sendable, Equatable {
         let nanoseconds = max(time.nanoseconds, 1)
         // After the whole stream paused (video off, an outage) its layers start again one
         // after the other: as at its start, none is taken for stopped before the silence.
-        if nanoseconds - max(heard0, heard1, heard2, heard3) > Self.silenceBeforeStopped {
-            (heard0, heard1, heard2, heard3, firstHeard) = (0, 0, 0, 0, 0)
+        if nanoseconds - newestHeard > Self.silenceBeforeStopped {
+            (layer0.heardAt, layer1.heardAt, layer2.heardAt, layer3.heardAt, firstHeard) = (0, 0, 0, 0, 0)
         }
         if firstHeard == 0 { firstHeard = nanoseconds }
-        self[heardAt: layer] = nanoseconds
+        self[state: layer].heardAt = nanoseconds
     }
 
     /// Whether `layer` is sending, judged by the newest frame of any layer:
@@ -69,28 +61,31 @@ struct SimulcastLayers: Sendable, Equatable {
     /// but the stream is younger than that (its layers may start one after
     /// the other). Every layer counts as sending before any frame came.
     func isSending(_ layer: UInt8) -> Bool {
-        let newest = max(heard0, heard1, heard2, heard3)
+        let newest = newestHeard
         guard newest != 0 else { return true }
-        let heard = self[heardAt: layer]
+        let heard = self[state: layer].heardAt
         return newest - (heard == 0 ? firstHeard : heard) <= Self.silenceBeforeStopped
     }
 
-    /// When `layer`'s latest frame came (0: none yet), as the sizes are kept.
-    private subscript(heardAt layer: UInt8) -> Int64 {
+    /// When the latest frame of any layer came (0: none yet).
+    private var newestHeard: Int64 { max(layer0.heardAt, layer1.heardAt, layer2.heardAt, layer3.heardAt) }
+
+    /// What is known of `layer` (a number past the last is the last).
+    private subscript(state layer: UInt8) -> Layer {
         get {
             switch clamped(layer) {
-            case 0: heard0
-            case 1: heard1
-            case 2: heard2
-            default: heard3
+            case 0: layer0
+            case 1: layer1
+            case 2: layer2
+            default: layer3
             }
         }
         set {
             switch clamped(layer) {
-            case 0: heard0 = newValue
-            case 1: heard1 = newValue
-            case 2: heard2 = newValue
-            default: heard3 = newValue
+            case 0: layer0 = newValue
+            case 1: layer1 = newValue
+            case 2: layer2 = newValue
+            default: layer3 = newValue
             }
         }
     }
