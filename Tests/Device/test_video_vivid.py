@@ -283,7 +283,7 @@ def test_governor_reports_and_adapts(vivid):
         proc = streaming(vivid, "--format", "yuyv", "--size", "640x480", "--fps", "25", "--adapt", "--duration", "120")
         wait_for_line(proc, "adapted: renegotiated", 100)
         time.sleep(1)
-        proc.send_signal(2)
+        proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
     finally:
         set_control(vivid, control, 0)
