@@ -71,9 +71,15 @@ def test_five_percent_loss_is_repaired_by_retransmission(fault_link, workdir):
     assert len(summary["sessions"]) == 1, [s["id"] for s in summary["sessions"]]
     session = summary["sessions"][0]
     assert session["deleted"], "camagent did not DELETE its resource"
-    check_video(session["video"][0], duration=LOSS_DURATION, codec="VP8")
+    # Frames are counted against the time the receiver was connected. The handshake
+    # is lossy too, and a lost DTLS flight is sent again on DTLS's own timers (1 s,
+    # then 2 s), not repaired by NACK: once in CI it held the media back for seconds
+    # (44 frames decoded against a floor of 48 for the whole run).
+    connected_for = LOSS_DURATION - (session["connectedAt"] - session["created"])
+    assert connected_for >= LOSS_DURATION / 4, (session["created"], session["connectedAt"], session["states"])
+    check_video(session["video"][0], duration=connected_for, codec="VP8")
     # Audio has no retransmission: Opus conceals the lost 5 %, the tone stays a tone.
-    check_audio(session["audio"][0], duration=LOSS_DURATION)
+    check_audio(session["audio"][0], duration=connected_for)
 
 
 def test_a_lost_last_dtls_flight_is_sent_again(fault_link, workdir):
