@@ -73,8 +73,8 @@ def test_five_percent_loss_is_repaired_by_retransmission(fault_link, workdir):
     assert session["deleted"], "camagent did not DELETE its resource"
     # Frames are counted against the time the receiver was connected. The handshake
     # is lossy too, and a lost DTLS flight is sent again on DTLS's own timers (1 s,
-    # then 2 s), not repaired by NACK: once in CI it held the media back for seconds
-    # (44 frames decoded against a floor of 48 for the whole run).
+    # then 2 s), not repaired by NACK: once in CI that most likely held the media back
+    # for seconds (44 frames decoded against a floor of 48 for the whole run).
     connected_for = LOSS_DURATION - (session["connectedAt"] - session["created"])
     assert connected_for >= LOSS_DURATION / 4, (session["created"], session["connectedAt"], session["states"])
     check_video(session["video"][0], duration=connected_for, codec="VP8")
