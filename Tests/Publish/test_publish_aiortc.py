@@ -90,7 +90,8 @@ def test_wrong_token_is_unauthorized(net, receiver_factory):
     summary = r.stop()
     assert proc.returncode == EXIT_UNAUTHORIZED, describe(proc)
     assert proc.stderr.strip().startswith("camagent:"), proc.stderr
-    assert text.returncode == EXIT_UNAUTHORIZED and text.stderr.count("401") == 1, text.stderr
+    # ("HTTP 401", not "401": the receiver's port, printed in the same lines, may hold those digits.)
+    assert text.returncode == EXIT_UNAUTHORIZED and text.stderr.count("HTTP 401") == 1, text.stderr
     assert summary["unauthorized"] >= 1 and summary["sessions"] == []
 
 
