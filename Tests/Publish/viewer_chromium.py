@@ -60,6 +60,7 @@ import urllib.request
 
 import numpy as np
 import websockets
+import websockets.sync.client
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "Device"))
@@ -129,22 +130,52 @@ def sdp_hooks_js(refuse_extensions):
 """ % json.dumps(list(refuse_extensions))
 
 
-def deletes_from_netlog(path):
-    """The DELETE requests in a Chromium net log: [{url, status, error}] in order."""
-    text = open(path).read()
+def netlog_events(text):
+    """A Chromium net log's (constants, events). A log Chromium finalised is one JSON
+    document. One it did not (killed, or cut short by SIGTERM) is the constants, then
+    events one after another: those are decoded one by one up to the first that does not
+    decode. CI saw such a log whose last two events were both cut short, so no rule about
+    which line was cut is safe."""
     try:
         netlog = json.loads(text)
+        return netlog["constants"], netlog["events"]
     except json.JSONDecodeError:
-        # Not finalised (Chromium killed): one event per line after the constants,
-        # and the kill may have cut the last line short. Only that line may go.
-        body = text.rstrip().rstrip(",")
+        pass
+    decoder = json.JSONDecoder()
+
+    def after(position, token):
+        while text[position] in " \t\r\n":
+            position += 1
+        if not text.startswith(token, position):
+            raise ValueError(f"net log: expected {token!r} at {position}")
+        return position + len(token)
+
+    position = after(0, "{")
+    position = after(position, '"constants"')
+    position = after(position, ":")
+    while text[position] in " \t\r\n":
+        position += 1
+    constants, position = decoder.raw_decode(text, position)
+    position = after(after(after(after(position, ","), '"events"'), ":"), "[")
+    events = []
+    while True:
+        while position < len(text) and text[position] in " \t\r\n,":
+            position += 1
         try:
-            netlog = json.loads(body + "]}")
+            event, position = decoder.raw_decode(text, position)
         except json.JSONDecodeError:
-            netlog = json.loads(body[: body.rindex("\n")].rstrip().rstrip(",") + "]}")
-    names = {v: k for k, v in netlog["constants"]["logEventTypes"].items()}
+            return constants, events
+        if not isinstance(event, dict):
+            return constants, events
+        events.append(event)
+
+
+def deletes_from_netlog(path):
+    """The DELETE requests in a Chromium net log: [{url, status, error}] in order."""
+    constants, events = netlog_events(open(path).read())
+    names = {v: k for k, v in constants["logEventTypes"].items()}
     requests = {}
-    for event in netlog["events"]:
+    for event in events:
         name, params, source = names.get(event["type"]), event.get("params", {}), event["source"]["id"]
         if name == "URL_REQUEST_START_JOB" and params.get("method") == "DELETE":
             requests[source] = {"url": params["url"], "status": None, "error": None}
@@ -191,6 +222,8 @@ class Chromium:
 
     def __exit__(self, *exc):
         if self.proc and self.proc.poll() is None:
+            self.close_over_devtools()
+        if self.proc and self.proc.poll() is None:
             self.proc.terminate()
             try:
                 self.proc.wait(timeout=10)
@@ -200,6 +233,20 @@ class Chromium:
         if os.path.exists(self.netlog):
             self.deletes = deletes_from_netlog(self.netlog)
         shutil.rmtree(self.profile, ignore_errors=True)
+
+    def close_over_devtools(self):
+        """Browser.close: Chromium shuts down as a user would close it, so its net log is
+        finalised (a SIGTERM can leave the last events cut short). Waits up to 10 s; the
+        caller terminates it if it is still running."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/json/version", timeout=5) as r:
+                browser_url = json.load(r)["webSocketDebuggerUrl"]
+            with websockets.sync.client.connect(browser_url, open_timeout=5, close_timeout=2) as ws:
+                ws.send(json.dumps({"id": 1, "method": "Browser.close"}))
+                self.proc.wait(timeout=10)
+        except (OSError, KeyError, ValueError, subprocess.TimeoutExpired,
+                websockets.exceptions.WebSocketException):
+            pass   # terminate() below
 
     def log(self):
         try:
