@@ -335,7 +335,7 @@ def test_the_session_limit_answers_503_with_a_message(net, workdir):
     router.create_session()
     refused = router.cli("session", "create", "--router", router.base, "--secret-file", router.secret, check=False)
     assert refused.returncode == EXIT_REFUSED, refused.stderr
-    assert "503" in refused.stderr and "maximum of 1 sessions" in refused.stderr, refused.stderr
+    assert "(HTTP 503)" in refused.stderr and "maximum of 1 sessions" in refused.stderr, refused.stderr
     project = router.project_token()
     status, body = in_namespace(net, lambda: _post_session(router, project))
     assert status == 503 and body["code"] == 503 and "maximum" in body["message"], (status, body)
@@ -399,7 +399,7 @@ def test_cli_refusals_have_their_exit_codes(net, workdir):
     with open(stranger, "w") as f:
         f.write("f" * 64 + "\n")
     wrong = net.run([BIN, "session", "create", "--router", router.base, "--secret-file", stranger], timeout=30)
-    assert wrong.returncode == EXIT_UNAUTHORIZED and "401" in wrong.stderr, wrong.stderr
+    assert wrong.returncode == EXIT_UNAUTHORIZED and "(HTTP 401)" in wrong.stderr, wrong.stderr
 
     # publish --session asks the router before any device opens: a token it refuses is 81, a
     # session it does not have 82, each with the router's status. A subscriber's token may
