@@ -308,7 +308,9 @@ package struct VideoJitterBuffer {
         guard let first = next, first <= highest else { return }
         var sequence = first
         while sequence <= highest {
-            if present(sequence), slot(sequence).startsKeyframe, startsFrameForKeyframe(sequence) {
+            // The same test as nextFrame's: a packet this takes that nextFrame then refused
+            // would send it back here to find the same packet again, forever.
+            if present(sequence), slot(sequence).startsKeyframe, startsFrame(at: sequence) {
                 discard(upTo: sequence)
                 missing.removeAll { $0.sequence < sequence }
                 return
@@ -318,16 +320,6 @@ package struct VideoJitterBuffer {
         }
         discard(upTo: highest + 1)
         missing.removeAll(keepingCapacity: true)
-    }
-
-    /// A keyframe's first packet: VP8 marks it; an H.264 keyframe starts with
-    /// its SPS or IDR NAL unit, whose first packet is the one after the previous timestamp.
-    private func startsFrameForKeyframe(_ sequence: Int64) -> Bool {
-        switch codec {
-        case .vp8: return slot(sequence).startsFrame
-        case .h264: return !present(sequence - 1) || slot(sequence - 1).timestamp != slot(sequence).timestamp
-                || slot(sequence - 1).marker
-        }
     }
 
     private mutating func restart(at sequence: Int64, now: Double, feedback: inout FeedbackRequests) {

@@ -163,3 +163,35 @@ struct VideoJitterBufferTests {
         #expect(frames.count == 3)
     }
 }
+
+/// H.264 single-NAL-unit packets (RFC 6184 §5.6): the payload is the NAL unit.
+@Suite("VideoJitterBuffer, H.264")
+struct H264JitterBufferTests {
+    var buffer = VideoJitterBuffer(codec: .h264)
+    var requests = FeedbackRequests()
+    var frameBytes: [UInt8] = []
+    var frames: [VideoJitterBuffer.Frame] = []
+
+    /// Files an IDR slice (NAL type 5) or a non-IDR slice (type 1) and collects every frame it completes.
+    mutating func feed(_ sequence: UInt16, ts: UInt32, marker: Bool, idr: Bool, now: Double) {
+        var bytes: [UInt8] = [0x80, (marker ? 0x80 : 0) | 102, UInt8(sequence >> 8), UInt8(sequence & 0xFF)]
+        bytes += withUnsafeBytes(of: ts.bigEndian, Array.init)
+        bytes += [0x12, 0x34, 0x56, 0x78]
+        bytes += [idr ? 0x65 : 0x41, 0x88, 0x84]
+        let view = try! RTPPacketView(parsing: bytes[...])
+        buffer.insert(view, bytes: bytes[...], now: now, feedback: &requests)
+        while let frame = buffer.nextFrame(into: &frameBytes, now: now, feedback: &requests) { frames.append(frame) }
+    }
+
+    @Test("an IDR packet after a jump, with the timestamp of the frame just assembled, is dropped and does not stall")
+    mutating func jumpToTheLastFramesTimestamp() {
+        // Before the fix the keyframe search took packet 700 as a frame's start and
+        // nextFrame refused it, over and over: this call never returned.
+        feed(100, ts: 9000, marker: true, idr: true, now: 0)
+        #expect(frames.count == 1)
+        feed(700, ts: 9000, marker: true, idr: true, now: 0.03)   // a jump past half the buffer: a restart
+        #expect(frames.count == 1)
+        feed(701, ts: 12000, marker: true, idr: true, now: 0.06)
+        #expect(frames.count == 2 && frames[1].isKeyframe && frames[1].firstSequence % 65536 == 701)
+    }
+}
