@@ -134,7 +134,8 @@ struct RBSPBitReader {
     mutating func skipScalingList(size: Int) -> Bool {
         var last: Int32 = 8, next: Int32 = 8
         for _ in 0..<size where next != 0 {
-            guard let delta = se() else { return false }
+            // delta_scale is -128...127 (§7.4.2.1.1.1); a larger one is a broken SPS and would overflow the sum.
+            guard let delta = se(), (-128...127).contains(delta) else { return false }
             next = (last + delta + 256) % 256
             if next != 0 { last = next }
         }

@@ -1,5 +1,5 @@
 // H.264 (RFC 6184): the depacketizer on a run of payloads (single NAL unit,
-// STAP-A, FU-A, anything else), the keyframe inspection on each; and the
+// STAP-A, FU-A, anything else), the keyframe and SPS inspection on each; and the
 // payloader → depacketizer round trip on the input read as an Annex B frame.
 import FuzzSupport
 import RTP
@@ -17,6 +17,7 @@ public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
         let n = Int(input[i])
         let payload = input[min(i + 1, input.count)..<min(i + 1 + n, input.count)]
         _ = KeyframeInspection.h264StartsKeyframe(payload)
+        _ = KeyframeInspection.h264SequenceParameterSet(payload)
         let before = out.count
         do { try depacketizer.append(payload, to: &out) } catch {
             check(out.count == before, "a refused payload still wrote \(out.count - before) bytes")
