@@ -31,7 +31,8 @@ public struct CodecDescription: Hashable, Sendable {
     public var parameterValues: [String: String] {
         var out: [String: String] = [:]
         for pair in (parameters ?? "").split(separator: ";") {
-            let kv = pair.split(separator: "=", maxSplits: 1)
+            // Empty pieces kept: a pair that is only "=" (a peer's typo) is an empty name, not a missing index.
+            let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             out[kv[0].trimmingSpaces] = kv.count > 1 ? kv[1].trimmingSpaces : ""
         }
         return out

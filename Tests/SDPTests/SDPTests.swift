@@ -90,6 +90,14 @@ struct SDPTests {
         #expect(CodecDescription.vp8.matches(CodecDescription(payloadType: 100, name: "vp8", clockRate: 90_000)))
     }
 
+    @Test func formatParametersThatAreOnlyAnEqualsSignAreRead() {
+        // A peer's "a=fmtp:97 =" (or ";=;") once indexed past an empty split and trapped.
+        var broken = CodecDescription.h264
+        broken.parameters = "=;packetization-mode=1;=;profile-level-id=42e01f;x="
+        #expect(broken.parameterValues == ["": "", "packetization-mode": "1", "profile-level-id": "42e01f", "x": ""])
+        #expect(CodecDescription.h264.matches(broken))
+    }
+
     @Test func brokenAnswersGetClearErrors() throws {
         #expect(throws: SDPError.missing("v= line")) { try SessionDescription(parsing: "o=- 1 1 IN IP4 0.0.0.0\n") }
         #expect(throws: SDPError.badLine(number: 2, text: "garbage")) { try SessionDescription(parsing: "v=0\ngarbage\n") }

@@ -40,6 +40,7 @@ public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
             tracks.append(.init(sectionIndex: audio.index, codec: audio.codec, ssrc: 1))
         }
         _ = offer.accepting("video", codec: .vp8, receiving: true)
+        _ = offer.accepting("video", codec: .h264)   // its fmtp read even where VP8 was taken
         let answer = ViewerAnswer(iceUfrag: "ufrag", icePwd: "passwordpasswordpassword", fingerprint: "AB:CD",
                                   setup: ViewerAnswer.setup(answering: offer.setup), candidates: [],
                                   tracks: tracks, cname: "fuzz")
