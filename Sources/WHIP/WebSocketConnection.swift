@@ -177,8 +177,14 @@ public final class WebSocketConnection: Sendable {
                 offset = 4
             } else if length == 127 {
                 guard b.count >= 10 else { return nil }
-                length = 0
-                for i in 2..<10 { length = length << 8 | Int(b[i]) }
+                // Read unsigned and bounded before it becomes an Int: a length with its top
+                // bit set (RFC 6455 forbids it) would be negative and pass the checks below.
+                var wide: UInt64 = 0
+                for i in 2..<10 { wide = wide << 8 | UInt64(b[i]) }
+                guard wide <= UInt64(maxMessageBytes) else {
+                    throw WHIPError.badResponse("a WebSocket message larger than \(maxMessageBytes) bytes")
+                }
+                length = Int(wide)
                 offset = 10
             }
             guard length <= maxMessageBytes, s.message.count + length <= maxMessageBytes else {

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Logging
+@testable import WHIP
 
 /// A small HTTP server on loopback for tests: one thread, one connection at a
 /// time, each answered by the next scripted reply. It records what it read.
@@ -14,6 +15,8 @@ final class ScriptedServer: @unchecked Sendable {
         case silent
         /// Read the request, then close without a word.
         case closeWithoutAnswer
+        /// Upgrade to a WebSocket (the right Sec-WebSocket-Accept), send these bytes, then close.
+        case webSocket(frames: [UInt8])
     }
 
     struct Request {
@@ -106,7 +109,8 @@ final class ScriptedServer: @unchecked Sendable {
                 return
             }
             if case .silent = reply { continue }
-            if let request = readRequest(connection) {
+            let request = readRequest(connection)
+            if let request {
                 lock.withLock { recorded.append(request) }
             }
             switch reply {
@@ -117,6 +121,11 @@ final class ScriptedServer: @unchecked Sendable {
                 writeAll(connection, text)
             case .raw(let text):
                 writeAll(connection, text)
+            case .webSocket(let frames):
+                let accept = WebSocketConnection.acceptValue(for: request?.headers["sec-websocket-key"] ?? "")
+                writeAll(connection, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                         + "Connection: Upgrade\r\nSec-WebSocket-Accept: \(accept)\r\n\r\n")
+                writeAll(connection, frames)
             case .closeWithoutAnswer, .silent:
                 break
             }
@@ -175,8 +184,9 @@ private func findHeadEnd(_ data: [UInt8]) -> Int? {
     return nil
 }
 
-private func writeAll(_ fd: Int32, _ text: String) {
-    let bytes = Array(text.utf8)
+private func writeAll(_ fd: Int32, _ text: String) { writeAll(fd, Array(text.utf8)) }
+
+private func writeAll(_ fd: Int32, _ bytes: [UInt8]) {
     var offset = 0
     while offset < bytes.count {
         let n = bytes[offset...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
