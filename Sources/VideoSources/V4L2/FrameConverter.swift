@@ -20,7 +20,9 @@ struct FrameConverter {
     var minimumBytes: Int {
         switch deviceFormat.pixelFormat {
         case .yuyv: deviceFormat.bytesPerLine * deviceFormat.height
-        case .nv12: deviceFormat.bytesPerLine * deviceFormat.height * 3 / 2
+        // The UV plane has (height + 1) / 2 rows: for an odd height that is more than height / 2,
+        // and copyNV12 reads them all.
+        case .nv12: deviceFormat.bytesPerLine * (deviceFormat.height + (deviceFormat.height + 1) / 2)
         default: 4
         }
     }
