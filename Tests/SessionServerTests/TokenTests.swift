@@ -221,6 +221,14 @@ struct HandMadeTokenTests {
         await #expect(throws: TokenError.self) { try await authority.verify(ahead, now: now) }
     }
 
+    @Test("an iat too large for any clock is refused in words, not with a trap")
+    func iatBeyondInt64() async throws {
+        let far = try await token(iat: 1e300, lifetime: 1)
+        await #expect(throws: TokenError.malformed("iat lies in the future (1e+300, Unix time)")) {
+            try await authority.verify(far, now: now)
+        }
+    }
+
     @Test("a missing claim is named in words, not as the decoder's dump")
     func missingClaim() async throws {
         struct NoExpiry: JWTPayload {

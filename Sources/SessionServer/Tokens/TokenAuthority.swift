@@ -91,7 +91,7 @@ public struct TokenAuthority: Sendable {
         guard payload.exp.value > now else { throw .expired(at: payload.exp.value) }
         // What minting allows, checked again: a hand-made token gets no more.
         guard payload.iat.value.timeIntervalSince(now) <= Self.clockSkew else {
-            throw .malformed("iat lies in the future (\(Int64(payload.iat.value.timeIntervalSince1970)), Unix time)")
+            throw .malformed("iat lies in the future (\(unixTime(payload.iat.value)), Unix time)")
         }
         guard payload.exp.value.timeIntervalSince(payload.iat.value) <= Double(Self.maxLifetime) else {
             throw .malformed("exp is more than 30 days after iat")

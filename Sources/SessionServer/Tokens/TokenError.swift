@@ -32,7 +32,14 @@ public enum TokenError: Error, Equatable, Sendable, CustomStringConvertible {
         case .signingFailed(let why): "could not sign the token: \(why)"
         case .malformed(let why): "the token is malformed: \(why)"
         case .badSignature: "the token's signature does not match this router's secret"
-        case .expired(let at): "the token expired at \(Int64(at.timeIntervalSince1970)) (Unix time)"
+        case .expired(let at): "the token expired at \(unixTime(at)) (Unix time)"
         }
     }
+}
+
+/// Whole Unix seconds for a message. A signed token may still carry a time no Int64 holds
+/// (iat 1e300): that is printed as the Double it is, never converted with a trap.
+func unixTime(_ date: Date) -> String {
+    let seconds = date.timeIntervalSince1970.rounded(.down)
+    return Int64(exactly: seconds).map(String.init) ?? "\(seconds)"
 }
