@@ -37,7 +37,8 @@ public struct ViewerRoutes: AdditionalRoutes {
         // /cameras/N/... is camera N's; everything else is the first camera's.
         var camera = 1
         if parts.count >= 2, parts[0] == "cameras", let number = Int(parts[1]) {
-            guard cameras.indices.contains(number - 1) else { return text(.notFound, "no camera \(number)\n", cors: true) }
+            // Compared before subtracting: "/cameras/-9223372036854775808/" must be a 404, not an overflow trap.
+            guard number >= 1, number <= cameras.count else { return text(.notFound, "no camera \(number)\n", cors: true) }
             camera = number
             parts.removeFirst(2)
             // The page finds its WHEP endpoint relative to its own URL: it needs the trailing slash.

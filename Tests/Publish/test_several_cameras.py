@@ -13,7 +13,7 @@ import os
 import signal
 import subprocess
 
-from publish_support import BIN, HERE, PY, check_audio, check_video, json_lines, output_lines
+from publish_support import BIN, HERE, PY, check_audio, check_video, json_lines, output_lines, rest_of_output
 from router_support import Router, drain
 from router_support import http as router_http
 from test_viewer_agent import http
@@ -48,7 +48,7 @@ class TwoCameraAgent:
         return self.finish()
 
     def finish(self, timeout=90):
-        out, _ = self.proc.communicate(timeout=timeout)
+        out = rest_of_output(self.proc, timeout)
         self.lines.append(out)
         return self.proc.returncode, json_lines("".join(self.lines))
 
@@ -101,6 +101,10 @@ def test_two_cameras_are_two_streams_on_the_built_in_viewer(net, workdir):
     status, text = http(net, "POST", base + "cameras/3/whep", body="v=0\r\n",
                         headers={**auth, "Content-Type": "application/sdp"})
     assert status == 404 and "no camera 3" in text, (status, text)
+    # Any number, before any token is checked: Int.min once overflowed (N - 1) and trapped.
+    for number in ("0", "-1", "-9223372036854775808", "9223372036854775807"):
+        status, text = http(net, "GET", base + f"cameras/{number}/")
+        assert status == 404 and f"no camera {number}" in text, (number, status, text)
 
     code, events = agent.stop()
     assert code == 0, "".join(agent.lines)[-2000:]
