@@ -33,7 +33,7 @@ struct CaptureCommand: ParsableCommand {
     func validate() throws {
         if video.devices.count > 1 { throw ValidationError("capture takes one --device (publish takes several, one stream each)") }
         if let frames, frames < 1 { throw ValidationError("--frames must be at least 1") }
-        if let duration, duration <= 0 { throw ValidationError("--duration must be positive") }
+        if let duration, !(duration > 0 && duration.isFinite) { throw ValidationError("--duration must be a positive number of seconds") }
         if output != nil && !videoEnabled { throw ValidationError("--output writes video: give --device too") }
     }
 
@@ -265,7 +265,8 @@ final class CaptureSink: VideoCaptureConsumer, @unchecked Sendable {  // mutable
             done.wait()
             return
         }
-        _ = done.wait(timeout: .now() + .milliseconds(Int(seconds * 1000)))
+        // At most ten years: a huge --duration or --frames must not overflow the Int of milliseconds.
+        _ = done.wait(timeout: .now() + .milliseconds(Int(min(seconds, 10 * 365 * 86_400) * 1000)))
         state.withLock { $0.finished = true }
     }
 

@@ -125,7 +125,12 @@ struct PublishCommand: ParsableCommand {
     func validate() throws {
         guard channels == 1 || channels == 2 else { throw ValidationError("--channels takes 1 or 2") }
         guard (50...50_000).contains(bitrate) else { throw ValidationError("--bitrate takes 50 to 50000 kbit/s") }
-        if let duration, duration <= 0 { throw ValidationError("--duration must be positive") }
+        // NaN and infinity fail `> 0 && isFinite`: they must not reach a deadline's arithmetic.
+        if let duration, !(duration > 0 && duration.isFinite) { throw ValidationError("--duration must be a positive number of seconds") }
+        for (flag, value) in [("--http-timeout", httpTimeout), ("--connect-timeout", connectTimeout)]
+        where !(value > 0 && value.isFinite) {
+            throw ValidationError("\(flag) must be a positive number of seconds")
+        }
         if let name, name.isEmpty || name.count > 200 { throw ValidationError("--name takes 1 to 200 characters") }
         if let listen, parseListenAddress(listen) == nil {
             throw ValidationError("--listen takes HOST:PORT, e.g. 0.0.0.0:8080 or [::]:8080")

@@ -71,6 +71,10 @@ struct MediaTypesTests {
         #expect(12.5.formatted(decimals: 2) == "12.50")
         #expect((-0.25).formatted(decimals: 1) == "-0.3" || (-0.25).formatted(decimals: 1) == "-0.2")
         #expect(30.0.formatted(decimals: 0) == "30")
+        // Beyond an Int: the Double's own text (a `capture --duration 1e300` once trapped here).
+        #expect(1e300.formatted(decimals: 1) == "1e+300" && (-1e300).formatted(decimals: 1) == "-1e+300")
+        #expect(Double.nan.formatted(decimals: 1) == "nan" && Double.infinity.formatted(decimals: 0) == "inf")
+        #expect(9.2e18.formatted(decimals: 0) == "9.2e+18" && 8e18.formatted(decimals: 0) == "8000000000000000000")
     }
 }
 

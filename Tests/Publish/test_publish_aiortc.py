@@ -12,7 +12,7 @@ import time
 
 from publish_support import (EXIT_CONNECTION, EXIT_OK, EXIT_REFUSED, EXIT_UNAUTHORIZED, EXIT_UNREACHABLE,
                              EXIT_USAGE, BIN, camagent_publish, camagent_publish_args, check_audio, check_video,
-                             describe, json_lines, output_lines, states, total_frames)
+                             describe, json_lines, output_lines, rest_of_output, states, total_frames)
 
 TOKEN = "camagent-test-token"
 DURATION = 5
@@ -142,7 +142,7 @@ def test_peer_vanishes_then_reconnect(net, workdir, receiver_factory):
             break
     time.sleep(4)
     publisher.send_signal(signal.SIGINT)
-    rest, _ = publisher.communicate(timeout=60)
+    rest = rest_of_output(publisher, 60)
     proc = subprocess.CompletedProcess(publisher.args, publisher.returncode, "".join(lines) + rest,
                                        open(publisher.log_path).read())
     summary = r.stop()
@@ -190,6 +190,13 @@ def test_bad_usage(net):
     for bad in (["--listen", "nowhere"], ["--open", "--viewer-token", "t"], ["--viewer-timeout", "1"]):
         proc = net.run([BIN, "publish", "--device", "test-pattern", *bad], timeout=30)
         assert proc.returncode == EXIT_USAGE, (bad, describe(proc))
+    # Seconds that are no number of seconds: a usage error, not a trap in a deadline's arithmetic.
+    for flag in ("--http-timeout", "--connect-timeout", "--duration"):
+        for value in ("0", "-1", "nan", "inf"):
+            proc = net.run([BIN, "publish", "--device", "test-pattern", "--whip", f"http://{net.addr}:9/whip",
+                            f"{flag}={value}"], timeout=30)
+            assert proc.returncode == EXIT_USAGE and f"{flag} must be a positive number of seconds" in proc.stderr, \
+                (flag, value, describe(proc))
     proc = net.run([BIN, "publish", "--device", "test-pattern", "--whip", f"http://{net.addr}:9/whip",
                     "--codec", "theora"], timeout=30)
     assert proc.returncode == EXIT_USAGE, describe(proc)

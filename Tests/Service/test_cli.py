@@ -4,6 +4,7 @@ nothing, output files that cannot be written (exit 73), and --rotate-pixels
 with --mirror checked by pixels, on a host with no camera and no sound card."""
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -132,3 +133,28 @@ def test_rotate_pixels_turns_the_test_pattern(tmp_path, rotation, mirror):
     # The check can fail: the picture the other way round is not what came out.
     wrong = np.rot90(before[0][0] if mirror else np.fliplr(before[0][0]), k)
     assert not np.array_equal(after[0][0], wrong)
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf"])
+def test_a_duration_that_is_no_number_of_seconds_is_a_usage_error(value):
+    proc = run(["capture", "--device", "test-pattern", f"--duration={value}"])
+    assert proc.returncode == EXIT_USAGE, (proc.returncode, proc.stderr[-2000:])
+    assert "--duration must be a positive number of seconds" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("limit", [["--duration", "1e300"], ["--frames", "9223372036854775807"]])
+def test_a_huge_limit_captures_until_interrupted(limit):
+    # Both once trapped converting seconds to an Int (the first also printing them). Now the
+    # capture runs (at most ten years) until Ctrl-C, which ends it cleanly.
+    proc = subprocess.Popen([BIN, "capture", "--device", "test-pattern", "--size", "160x120", *limit],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        first = proc.stderr.readline()
+        assert first.startswith("camagent: capturing ("), first
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+    assert proc.returncode == 0, (proc.returncode, (first + err)[-2000:])
