@@ -171,10 +171,54 @@ def workdir():
     shutil.rmtree(d, ignore_errors=True)
 
 
+# A background process's stdout is read here from its descriptor, with the lines split
+# here. Not with proc.stdout.readline(): that reads whatever the pipe holds, so a second
+# line printed with the first waits in Python's buffer, where select() cannot see it,
+# and a test waiting for it times out though the process printed it. Whatever these
+# readers took and did not hand out stays in proc._stdout_pending: read the rest with
+# rest_of_output(), never with proc.stdout.read() or communicate().
+
+def _more_output(proc, timeout):
+    """Waits up to `timeout` for the pipe and reads what it holds into proc._stdout_pending.
+    False when nothing more will come (end of file, or the process exited with nothing left)."""
+    if not hasattr(proc, "_stdout_pending"):
+        proc._stdout_pending, proc._stdout_ended = b"", False
+    if proc._stdout_ended:
+        return False
+    fd = proc.stdout.fileno()
+    ready, _, _ = select.select([fd], [], [], timeout)
+    if not ready:
+        return proc.poll() is None
+    chunk = os.read(fd, 65536)
+    if not chunk:
+        proc._stdout_ended = True
+        return False
+    proc._stdout_pending += chunk
+    return True
+
+
+def next_line(proc, deadline):
+    """The next line the process printed (a last unterminated one included), or None when
+    none comes before `deadline` (time.monotonic()) or nothing more will come."""
+    while True:
+        pending = getattr(proc, "_stdout_pending", b"")
+        end = pending.find(b"\n")
+        if end >= 0:
+            proc._stdout_pending = pending[end + 1:]
+            return pending[:end + 1].decode(errors="replace")
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return None
+        if not _more_output(proc, min(remaining, 0.5)):
+            if proc._stdout_pending:
+                line, proc._stdout_pending = proc._stdout_pending, b""
+                return line.decode(errors="replace")
+            return None
+
+
 def read_line(proc, timeout):
     """The first stdout line of a process, or an error with its log if none comes in time."""
-    ready, _, _ = select.select([proc.stdout], [], [], timeout)
-    line = proc.stdout.readline() if ready else ""
+    line = next_line(proc, time.monotonic() + timeout)
     if not line:
         proc_log = open(proc.log_path).read()[-3000:] if os.path.exists(proc.log_path) else ""
         raise AssertionError(f"{proc.label} printed nothing (exit {proc.poll()}):\n{proc_log}")
@@ -185,17 +229,27 @@ def output_lines(proc, timeout, seen):
     """Yields a background process's stdout lines as they come, for at most `timeout`
     seconds, appending each to `seen`; ends early at end of file or when the process exits."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([proc.stdout], [], [], 0.5)
-        if not ready:
-            if proc.poll() is not None:
-                return
-            continue
-        line = proc.stdout.readline()
-        if not line:
-            return
+    while (line := next_line(proc, deadline)) is not None:
         seen.append(line)
         yield line
+
+
+def rest_of_output(proc, timeout):
+    """Everything the process prints from here to its end (after what read_line and
+    output_lines took), once it has exited: communicate(), for a process those read.
+    subprocess.TimeoutExpired if it has not ended within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        more = _more_output(proc, max(0.0, min(0.5, deadline - time.monotonic())))
+        if not more and proc.poll() is not None:
+            break
+        if time.monotonic() >= deadline:
+            raise subprocess.TimeoutExpired(proc.args, timeout)
+        if not more:
+            time.sleep(0.1)   # its stdout ended, the process not yet
+    proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+    rest, proc._stdout_pending = getattr(proc, "_stdout_pending", b""), b""
+    return rest.decode(errors="replace")
 
 
 class Receiver:

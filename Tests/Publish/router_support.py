@@ -17,7 +17,7 @@ import urllib.request
 
 import websockets
 
-from publish_support import BIN, output_lines
+from publish_support import BIN, next_line, output_lines
 
 ROUTER_PORT = 8090
 WAIT = 10  # seconds any single message, answer or command may take
@@ -115,8 +115,15 @@ def drain(proc):
     proc.output = []
 
     def read():
-        for line in proc.stdout:
-            proc.output.append(line)
+        # Through next_line: lines an earlier output_lines read and did not hand out come first.
+        while True:
+            line = next_line(proc, time.monotonic() + 3600)
+            if line is not None:
+                proc.output.append(line)
+            elif proc.poll() is not None:
+                return
+            else:
+                time.sleep(0.1)   # its stdout ended, the process not yet
     proc.reader = threading.Thread(target=read, daemon=True)
     proc.reader.start()
     return proc

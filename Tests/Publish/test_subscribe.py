@@ -20,7 +20,7 @@ import pytest
 from pattern import decode_counter, read_y4m
 from publish_support import (BIN, EXIT_UNAUTHORIZED, EXIT_UNREACHABLE, EXIT_USAGE, MAX_COUNTER_GAP,
                              MAX_MISSING_SHARE, MIN_READ_SHARE, TONE_HZ, TONE_TOLERANCE_HZ, json_lines)
-from publish_support import HERE, PY, output_lines, read_line
+from publish_support import HERE, PY, output_lines, read_line, rest_of_output
 from router_support import Router, SessionWatcher, drain, http
 
 EXIT_OUTPUT = 73
@@ -275,11 +275,11 @@ def test_a_force_disconnected_publisher_ends_the_subscription_with_that_reason(n
     # A moderator's REST call (here the project token) ends the publisher's connection.
     status, _, body = http(net, "DELETE", f"{url}/connections/{stream['connectionId']}", token=router.project_token())
     assert status == 204, (status, body)
-    subscriber.wait(timeout=60)
+    rest = rest_of_output(subscriber, 60)
     err = open(subscriber.log_path).read()
     assert subscriber.returncode == EXIT_STREAM_ENDED, (subscriber.returncode, err[-2000:])
     assert "the stream ended: forceDisconnected (streamDestroyed)" in err, err[-2000:]
-    events_seen = json_lines("".join(lines) + subscriber.stdout.read())
+    events_seen = json_lines("".join(lines) + rest)
     assert [e["state"] for e in events(events_seen, "state")] == ["connected", "ended"], events_seen
     assert [(e["state"], e["reason"]) for e in events(events_seen, "stream")] == [("destroyed", "forceDisconnected")], \
         events_seen

@@ -17,7 +17,7 @@ import os
 import subprocess
 
 from fault_link import fault_link  # noqa: F401  (fixture)
-from publish_support import BIN, json_lines, output_lines
+from publish_support import BIN, json_lines, output_lines, rest_of_output
 from router_support import Router
 from test_subscribe import check_pattern_y4m, events, start_publisher
 
@@ -171,8 +171,8 @@ def test_a_publisher_may_turn_audio_fallback_off(fault_link, workdir):
     for _ in range(10):
         lines.stats()
     fault_link.clear()
-    proc.wait(timeout=60)
-    video = [e for e in lines.all() + json_lines(proc.stdout.read()) if e.get("event") == "video"
+    rest = rest_of_output(proc, 60)
+    video = [e for e in lines.all() + json_lines(rest) if e.get("event") == "video"
              and e["state"] in ("disabled", "disableWarning")]
     assert video == [], video
 

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from publish_support import (BIN, HERE, PY, check_audio, check_video, json_lines, output_lines, track_brief)
+from publish_support import (BIN, HERE, PY, check_audio, check_video, json_lines, output_lines, rest_of_output, track_brief)
 from viewer_checks import check_pattern_frames, chromium_or_fail, open_page
 
 TOKEN = "agent-viewer-token"
@@ -59,7 +59,7 @@ class Agent:
 
     def finish(self, timeout=90):
         """Waits for the end of --duration; returns (exit code, every JSON event)."""
-        out, _ = self.proc.communicate(timeout=timeout)
+        out = rest_of_output(self.proc, timeout)
         self.lines.append(out)
         return self.proc.returncode, json_lines("".join(self.lines))
 
