@@ -30,6 +30,7 @@ import urllib.request
 import pytest
 
 from conftest import BIN, EXIT_DEVICE_LOST, find_control, reload_loopback, set_control, tool, wait_for
+from pipe_lines import PipeLines
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RECEIVER = os.path.join(ROOT, "Tests", "Publish", "whip_receiver.py")
@@ -119,6 +120,7 @@ class Publisher:
         self.log_path = str(tmp_path / "camagent.log")
         self.proc = subprocess.Popen([BIN, "publish", "--json", *args], stdout=subprocess.PIPE,
                                      stderr=open(self.log_path, "w"), text=True)
+        self.stdout_lines = PipeLines(self.proc.stdout)
         self.events = []
 
     def wait_for(self, predicate, timeout, what):
@@ -127,20 +129,18 @@ class Publisher:
             for e in self.events:
                 if predicate(e):
                     return e
-            ready, _, _ = select.select([self.proc.stdout], [], [], 0.5)
-            if ready:
-                line = self.proc.stdout.readline()
-                if not line:
+            line = self.stdout_lines.next(min(deadline, time.monotonic() + 0.5), self.proc)
+            if line is None:
+                if self.stdout_lines.ended or self.proc.poll() is not None:
                     break
-                if line.startswith("{"):
-                    self.events.append(json.loads(line))
-            elif self.proc.poll() is not None:
-                break
+                continue
+            if line.startswith("{"):
+                self.events.append(json.loads(line))
         raise AssertionError(f"camagent gave no {what} in {timeout} s (exit {self.proc.poll()}):\n"
                              + "\n".join(json.dumps(e) for e in self.events[-10:]) + "\n" + self.log())
 
     def finish(self, timeout=90):
-        out, _ = self.proc.communicate(timeout=timeout)
+        out = self.stdout_lines.rest(self.proc, timeout)
         self.events += [json.loads(l) for l in out.splitlines() if l.startswith("{")]
         return self.proc.returncode
 

@@ -29,6 +29,7 @@ import time
 import pytest
 
 from conftest import BIN, ROOT, find_control, last_json, set_control, tool, wait_for
+from pipe_lines import PipeLines
 
 sys.path.insert(0, os.path.join(ROOT, "Tests", "Service"))
 from unit_checks import problems, traced  # noqa: E402
@@ -132,15 +133,12 @@ def streaming(device, *args):
 
 
 def wait_for_line(proc, needle, timeout):
+    """The first stderr line with `needle` in it, read through the process's PipeLines."""
+    if not hasattr(proc, "stderr_lines"):
+        proc.stderr_lines = PipeLines(proc.stderr)
     seen = []
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([proc.stderr], [], [], max(0.05, deadline - time.monotonic()))
-        if not ready:
-            continue
-        line = proc.stderr.readline()
-        if not line:
-            break
+    while (line := proc.stderr_lines.next(deadline)) is not None:
         seen.append(line)
         if needle in line:
             return line
