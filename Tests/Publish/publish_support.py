@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -250,6 +251,54 @@ def rest_of_output(proc, timeout):
     proc.wait(timeout=max(1.0, deadline - time.monotonic()))
     rest, proc._stdout_pending = getattr(proc, "_stdout_pending", b""), b""
     return rest.decode(errors="replace")
+
+
+def drain(proc):
+    """Reads a background process's stdout in a thread (kept in proc.output), so a chatty
+    process never blocks on a full pipe; returns proc."""
+    proc.output = []
+
+    def read():
+        # Through next_line: lines an earlier output_lines read and did not hand out come first.
+        while True:
+            line = next_line(proc, time.monotonic() + 3600)
+            if line is not None:
+                proc.output.append(line)
+            elif proc.poll() is not None:
+                return
+            else:
+                time.sleep(0.1)   # its stdout ended, the process not yet
+    proc.reader = threading.Thread(target=read, daemon=True)
+    proc.reader.start()
+    return proc
+
+
+def drained_lines(proc, start, timeout):
+    """Yields (index, line) from a drained process's proc.output, from index `start`, as
+    the reader thread adds them, for at most `timeout` seconds; ends sooner once the
+    process has exited and its reader has read everything."""
+    deadline = time.monotonic() + timeout
+    index = start
+    while True:
+        while index < len(proc.output):
+            yield index, proc.output[index]
+            index += 1
+        if time.monotonic() >= deadline:
+            return
+        if not proc.reader.is_alive():
+            if index >= len(proc.output):
+                return
+            continue
+        time.sleep(0.05)
+
+
+def finish_drained(proc, timeout):
+    """Waits for a drained process to end and its reader to read the last of it; the
+    whole of its output. subprocess.TimeoutExpired if it has not ended in `timeout` s."""
+    proc.wait(timeout=timeout)
+    proc.reader.join(timeout=30)
+    assert not proc.reader.is_alive(), f"{proc.label} exited but its stdout did not end in 30 s"
+    return "".join(proc.output)
 
 
 class Receiver:

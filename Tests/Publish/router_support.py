@@ -17,7 +17,7 @@ import urllib.request
 
 import websockets
 
-from publish_support import BIN, next_line, output_lines
+from publish_support import BIN, drain, output_lines  # noqa: F401 (drain: for the modules that import it from here)
 
 ROUTER_PORT = 8090
 WAIT = 10  # seconds any single message, answer or command may take
@@ -107,26 +107,6 @@ def thread_states(pid):
     except OSError as e:
         return f"\n(threads of {pid}: {e})"
     return f"\nthreads of {pid} (tid, name, state, wchan):\n" + "\n".join(rows)
-
-
-def drain(proc):
-    """Reads a background process's stdout in a thread (kept in proc.output), so a chatty
-    process never blocks on a full pipe; returns proc."""
-    proc.output = []
-
-    def read():
-        # Through next_line: lines an earlier output_lines read and did not hand out come first.
-        while True:
-            line = next_line(proc, time.monotonic() + 3600)
-            if line is not None:
-                proc.output.append(line)
-            elif proc.poll() is not None:
-                return
-            else:
-                time.sleep(0.1)   # its stdout ended, the process not yet
-    proc.reader = threading.Thread(target=read, daemon=True)
-    proc.reader.start()
-    return proc
 
 
 class Router:

@@ -13,7 +13,7 @@ import os
 import signal
 import subprocess
 
-from publish_support import BIN, HERE, PY, check_audio, check_video, json_lines, output_lines, rest_of_output
+from publish_support import BIN, HERE, PY, check_audio, check_video, drain, drained_lines, finish_drained, json_lines
 from router_support import Router, drain
 from router_support import http as router_http
 from test_viewer_agent import http
@@ -31,9 +31,9 @@ class TwoCameraAgent:
                                "--size", "640x480", "--fps", str(FPS), "--audio", "test-tone",
                                "--listen", f"{net.addr}:0", "--viewer-token", TOKEN, "--duration", str(duration),
                                "--json"], "camagent", workdir)
-        self.lines = []
+        drain(self.proc)   # two cameras' stats every second: never let the pipe fill
         self.serving = {}
-        for line in output_lines(self.proc, 60, self.lines):
+        for _, line in drained_lines(self.proc, 0, 60):
             for e in json_lines(line):
                 if e.get("event") == "serving":
                     self.serving[e["camera"]] = e
@@ -48,9 +48,13 @@ class TwoCameraAgent:
         return self.finish()
 
     def finish(self, timeout=90):
-        out = rest_of_output(self.proc, timeout)
-        self.lines.append(out)
-        return self.proc.returncode, json_lines("".join(self.lines))
+        out = finish_drained(self.proc, timeout)   # before returncode: it waits for the exit
+        return self.proc.returncode, json_lines(out)
+
+    @property
+    def lines(self):
+        """Every stdout line so far."""
+        return self.proc.output
 
 
 def start_watching(net, workdir, url, name):

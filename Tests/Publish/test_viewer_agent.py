@@ -17,7 +17,8 @@ import time
 
 import pytest
 
-from publish_support import (BIN, HERE, PY, check_audio, check_video, json_lines, output_lines, rest_of_output, track_brief)
+from publish_support import (BIN, HERE, PY, check_audio, check_video, drain, drained_lines, finish_drained, json_lines,
+                             track_brief)
 from viewer_checks import check_pattern_frames, chromium_or_fail, open_page
 
 TOKEN = "agent-viewer-token"
@@ -36,15 +37,18 @@ class Agent:
                 "--duration", str(duration), "--json", *extra]
         args += ["--viewer-token", token] if token else ["--open"]
         self.token = token
-        self.proc = net.start(args, name, workdir)
-        self.lines = []
+        # Read on a thread from the start: with --json it prints about 60 KB in a 16 s run with
+        # two connections, near a pipe's 64 KiB; a full pipe would stall its event printing.
+        self.proc = drain(net.start(args, name, workdir))
+        self.checked = 0   # proc.output's lines before this one were looked at by _wait_for
         self.serving = self._wait_for("serving", timeout=60)
         self.whep = self.serving["whep"]
         self.base = self.whep[: -len("whep")]
 
     def _wait_for(self, event, timeout, match=lambda e: True):
         """The first JSON event named `event` (for which match(e) holds) camagent prints in time."""
-        for line in output_lines(self.proc, timeout, self.lines):
+        for index, line in drained_lines(self.proc, self.checked, timeout):
+            self.checked = index + 1
             for e in json_lines(line):
                 if e.get("event") == event and match(e):
                     return e
@@ -59,9 +63,13 @@ class Agent:
 
     def finish(self, timeout=90):
         """Waits for the end of --duration; returns (exit code, every JSON event)."""
-        out = rest_of_output(self.proc, timeout)
-        self.lines.append(out)
-        return self.proc.returncode, json_lines("".join(self.lines))
+        out = finish_drained(self.proc, timeout)
+        return self.proc.returncode, json_lines(out)
+
+    @property
+    def lines(self):
+        """Every stdout line so far."""
+        return self.proc.output
 
     def log(self):
         text = open(self.proc.log_path).read()
