@@ -82,6 +82,15 @@ def finish(proc):
     return last_json(out)["audio"], err
 
 
+def finish_after_playing(proc):
+    """Ends a capture that ran until the player was done (as the arecord test below does):
+    a fixed --duration window lost the tone's end when the player started late in the guest.
+    Half a second for the last period to arrive, then Ctrl-C, which ends it cleanly."""
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    return finish(proc)
+
+
 def check_tone(path, seconds_expected=3.0):
     rate, channels, samples = read_wav(path)
     assert (rate, channels) == (RATE, 1)
@@ -108,10 +117,10 @@ def test_devices_lists_alsa_cards_like_aplay():
 
 
 def test_own_render_into_own_capture(tmp_path, tone):
-    proc, out = start_capture(tmp_path)
+    proc, out = start_capture(tmp_path, seconds=120)
     played = run(["play", str(tone), "--audio", PLAY, "--json"], timeout=120)
     assert played.returncode == 0, played.stderr
-    summary, _ = finish(proc)
+    summary, _ = finish_after_playing(proc)
     check_tone(out)
     # Overruns depend on how busy the host is (a CI run once saw 6 while other work shared its
     # 2 cores): not asserted to be zero. Each must be recovered, and the tone above must still
@@ -122,9 +131,9 @@ def test_own_render_into_own_capture(tmp_path, tone):
 
 
 def test_aplay_into_own_capture(tmp_path, tone):
-    proc, out = start_capture(tmp_path)
+    proc, out = start_capture(tmp_path, seconds=120)
     tool(["aplay", "-q", "-D", PLAY, str(tone)], timeout=120)
-    summary, _ = finish(proc)
+    summary, _ = finish_after_playing(proc)
     check_tone(out)
     # Paced by the card: the measured rate is the nominal one (loose bound for TCG).
     assert abs(summary["measuredRate"] - RATE) / RATE < 0.1, summary
@@ -154,9 +163,9 @@ def test_stereo_capture_keeps_left_and_right_apart(tmp_path):
     stereo = tmp_path / "stereo.wav"
     tool(["sox", "-n", "-r", str(RATE), "-c", "2", "-b", "16", str(stereo),
           "synth", "3", "sine", "1000", "sine", "1500", "vol", f"{LEVEL_DBFS}dB", "pad", "0", "0.5"])
-    proc, out = start_capture(tmp_path, channels=2)
+    proc, out = start_capture(tmp_path, seconds=120, channels=2)
     tool(["aplay", "-q", "-D", PLAY, str(stereo)], timeout=120)
-    summary, _ = finish(proc)
+    summary, _ = finish_after_playing(proc)
     assert summary["channels"] == 2, summary
     rate, channels, samples = read_wav(out)
     assert (rate, channels) == (RATE, 2)
