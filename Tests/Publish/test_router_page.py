@@ -212,6 +212,8 @@ def test_a_page_whose_socket_broke_comes_back_to_its_connection_and_its_camera_s
         assert report["session"]["connectionId"] == created["connectionId"], brief
         assert "taken back by its client" in router.log(), router.log()[-3000:]
         # The stream went on: the session heard it end only when Chromium closed the page.
+        # Waited for: the page left a moment before Chromium exited, and the router's word may trail it.
+        watcher.wait_for("connectionDestroyed", lambda m: m.get("connectionId") == created["connectionId"], timeout=30)
         ends = [(m["type"], m.get("streamId") or m.get("connectionId"), m.get("reason")) for m in watcher.messages
                 if m["type"] in ("streamCreated", "streamDestroyed", "connectionDestroyed")]
         assert ends == [("streamCreated", None, None), ("streamDestroyed", created["streamId"], "clientDisconnected"),
