@@ -14,6 +14,7 @@ pace the steps).
 """
 import json
 import os
+import signal
 import subprocess
 
 from fault_link import fault_link  # noqa: F401  (fixture)
@@ -164,13 +165,16 @@ def test_video_stopped_for_loss_comes_back_with_a_new_connection(fault_link, wor
 
 def test_a_publisher_may_turn_audio_fallback_off(fault_link, workdir):
     router, url, token = routed_stream(fault_link, workdir, 90, "--no-audio-fallback")
-    proc = start_subscriber(fault_link, workdir, url, token, "--duration", "16")
+    # --duration is only a bound: a fixed 16 s left 2-3 s to spare for a slow connection
+    # before the tenth stats line. SIGTERM ends it once the loss has lasted ten of them.
+    proc = start_subscriber(fault_link, workdir, url, token, "--duration", "60")
     lines = Lines(proc, router)
     lines.stats("30 frames decoded", lambda e: e["video"]["framesDecoded"] >= 30)
     fault_link.set(loss=30)
     for _ in range(10):
         lines.stats()
     fault_link.clear()
+    os.killpg(proc.pid, signal.SIGTERM)
     rest = rest_of_output(proc, 60)
     video = [e for e in lines.all() + json_lines(rest) if e.get("event") == "video"
              and e["state"] in ("disabled", "disableWarning")]
