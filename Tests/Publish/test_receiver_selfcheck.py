@@ -99,16 +99,19 @@ def test_bad_fingerprint_is_refused(net, receiver_factory, pattern_y4m):
 
 def test_vanish_then_reconnect(net, receiver_factory, pattern_y4m):
     r = receiver_factory("--vanish-after", "2")
-    proc = aiortc_publish(net, r.url, pattern_y4m, duration=9, timeout=120)
+    # Vanished at 2 s, found silent about 4 s later: 14 s leaves the new session time to
+    # connect and decode on a busy machine (at 9 s it had about 2 s).
+    proc = aiortc_publish(net, r.url, pattern_y4m, duration=14, timeout=120)
     summary = r.stop()
     assert proc.returncode == EXIT_OK, describe(proc, r.log())
     assert "reconnecting" in states(json_lines(proc.stdout)), proc.stdout
     sessions = summary["sessions"]
     assert len(sessions) >= 2, [s["id"] for s in sessions]
-    assert sessions[0]["vanished"] and not sessions[1]["vanished"]
+    # The last session is the one that stayed (an attempt between may have failed).
+    assert sessions[0]["vanished"] and not sessions[-1]["vanished"]
     assert sessions[0]["video"][0]["frames"] > 0
-    assert sessions[1]["video"][0]["frames"] > 0 and sessions[1]["video"][0]["countersRead"] > 0
-    assert "connected" in sessions[1]["states"]
+    assert sessions[-1]["video"][0]["frames"] > 0 and sessions[-1]["video"][0]["countersRead"] > 0
+    assert "connected" in sessions[-1]["states"]
 
 
 @pytest.mark.parametrize("codec", ["vp8", "h264"])

@@ -63,7 +63,9 @@ def test_three_publishers_are_forwarded_to_subscribers_who_decode_them(net, work
     publisher = router.token(session, "publisher")
     subscriber = router.token(session, "subscriber")
 
-    aiortc = start_aiortc_publisher(net, workdir, f"{url}/publish", publisher, pattern_y4m, duration=9)
+    # 16 s like the others: the subscribers start only once all three streams are up, and at 9 s
+    # a slow webrtcbin start could leave the aiortc stream's subscriber short of its window.
+    aiortc = start_aiortc_publisher(net, workdir, f"{url}/publish", publisher, pattern_y4m, duration=16)
     camagent = start_camagent_publisher(net, workdir, url, publisher, duration=16)
     gst = start_gst_publisher(net, workdir, f"{url}/publish", publisher, duration=16)
     streams = router.wait_for_streams(session, 3)
