@@ -234,6 +234,10 @@ class Chromium:
             self.deletes = deletes_from_netlog(self.netlog)
         shutil.rmtree(self.profile, ignore_errors=True)
 
+    def deletes_so_far(self):
+        """deletes_from_netlog on the log as Chromium has written it up to now."""
+        return deletes_from_netlog(self.netlog) if os.path.exists(self.netlog) else []
+
     def close_over_devtools(self):
         """Browser.close: Chromium shuts down as a user would close it, so its net log is
         finalised (a SIGTERM can leave the last events cut short). Waits up to 10 s; the
@@ -385,6 +389,12 @@ async def view(url, out, *, connect_timeout=30.0, settle=3.0, frames=2, chromium
             # Leaving the page fires its pagehide handler: the WHEP resource is DELETEd.
             await dt.call("Page.navigate", {"url": "about:blank"})
             await asyncio.sleep(1.0)
+            # A DELETE still unanswered would be cut off by closing Chromium: wait (up to 9 s
+            # more) until the net log written so far shows each one answered or failed.
+            deadline = time.time() + 9
+            while time.time() < deadline and any(d["status"] is None and d["error"] is None
+                                                 for d in browser.deletes_so_far()):
+                await asyncio.sleep(0.25)
             report["console"] = dt.console
         report["chromiumLog"] = browser.log()[-1500:]
     report["deletes"] = browser.deletes
