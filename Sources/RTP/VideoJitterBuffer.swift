@@ -179,7 +179,18 @@ package struct VideoJitterBuffer {
                                                              feedback: inout FeedbackRequests) -> Frame? {
         guard next != nil else { return nil }
         if waitingForKeyframe { seekKeyframe() }
+        var passes = 0
         while let first = next, first <= highest {
+            // Every pass moves `next` on or returns, so there are never more passes than packets
+            // held. More is a bug the packets found: start again at a keyframe rather than spin
+            // on the receive thread (debug builds stop here, for the tests to find it).
+            passes += 1
+            if passes > 2 * settings.capacity + 16 {
+                assertionFailure("VideoJitterBuffer.nextFrame made no progress at sequence \(first)")
+                discard(upTo: highest + 1)
+                giveUp(now: now, feedback: &feedback)
+                return nil
+            }
             guard present(first) else {
                 if waitingForKeyframe { return nil }
                 // The next packet in order is missing: wait for it within the bound.
