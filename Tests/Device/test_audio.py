@@ -11,7 +11,7 @@ import wave
 import numpy as np
 import pytest
 
-from conftest import EXIT_BUSY, EXIT_NO_SUCH_DEVICE, BIN, last_json, run, tool
+from conftest import EXIT_BUSY, EXIT_NO_SUCH_DEVICE, BIN, last_json, run, tool, wait_for
 
 PLAY = "hw:Loopback,0,0"     # what is played here...
 RECORD = "hw:Loopback,1,0"   # ...is captured here
@@ -219,7 +219,10 @@ def test_busy_audio_device(tmp_path):
     holder = subprocess.Popen(["arecord", "-q", "-D", "hw:Dummy,0,0", "-f", "S16_LE", "-r", "48000", "-c", "1",
                                "-d", "30", "/dev/null"], stderr=subprocess.PIPE)
     try:
-        time.sleep(1)
+        # Until arecord holds it: the kernel says RUNNING for the substream (a fixed second
+        # could pass before arecord opened it in a slow guest, and camagent would get it).
+        status = "/proc/asound/Dummy/pcm0c/sub0/status"
+        wait_for(lambda: "RUNNING" in open(status).read(), 30, "arecord to hold hw:Dummy,0,0")
         proc = run(["capture", "--audio", "hw:Dummy,0,0", "--duration", "1"], timeout=60)
         assert proc.returncode == EXIT_BUSY, proc.stderr
         assert "hw:Dummy,0,0" in proc.stderr and "busy" in proc.stderr

@@ -9,6 +9,7 @@ import pytest
 
 from conftest import EXIT_NOT_CAPTURE, EXIT_TIMEOUT, BIN, last_json, reload_loopback, run, tool, wait_for
 from pattern import decode_counter, psnr, read_y4m
+from pipe_lines import PipeLines
 
 LOOP = os.environ.get("CAMAGENT_LOOPBACK", "/dev/video10")
 LOOP2 = os.environ.get("CAMAGENT_LOOPBACK_2", "/dev/video11")
@@ -259,10 +260,17 @@ def test_writer_going_away_is_a_timeout_not_a_hang(pattern_source, tmp_path):
         wait_for(lambda: loopback_has_capture(LOOP), 60, "ffmpeg to attach to the loopback")
         cap = subprocess.Popen([BIN, "capture", "--device", LOOP, "--size", "320x240", "--frame-timeout", "3",
                                 "--duration", "120", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(4)
+        # Frames must flow before the writer goes: wait for "capturing", then give it two seconds
+        # of them (a fixed 4 s from the start could end before a slow guest was capturing).
+        stderr_lines, deadline = PipeLines(cap.stderr), time.monotonic() + 60
+        while (line := stderr_lines.next(deadline, cap)) is not None and "capturing" not in line:
+            pass
+        assert line is not None, f"camagent capture never said it was capturing (exit {cap.poll()})"
+        time.sleep(2)
     finally:
         stop(writer)
     out, err = cap.communicate(timeout=60)  # far less than --duration
+    err = stderr_lines.pending.decode(errors="replace") + err
     assert cap.returncode == EXIT_TIMEOUT, err
     assert LOOP in err and "no usable frame for 3.0 s" in err
     assert last_json(out)["frames"] > 0
