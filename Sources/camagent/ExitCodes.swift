@@ -59,8 +59,6 @@ import Glibc
 #endif
 
 func printError(_ line: String) {
-    var text = line
-    text.append("\n")
     // write(2) on fd 2: unbuffered, and no shared FILE* to reason about.
-    _ = text.utf8CString.withUnsafeBufferPointer { Glibc.write(2, $0.baseAddress, $0.count - 1) }
+    writeWhole(2, line + "\n")
 }

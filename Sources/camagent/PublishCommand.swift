@@ -542,8 +542,8 @@ final class EventPrinter: Sendable {
     private var statusLine: StatusLine { output.statusLine }
 
     func line(_ text: String) {
-        let bytes = text + "\n"
-        output.lock.withLock { _ in _ = bytes.utf8CString.withUnsafeBufferPointer { write(1, $0.baseAddress, $0.count - 1) } }
+        let whole = text + "\n"
+        output.lock.withLock { _ in writeWhole(1, whole) }
     }
 
     /// One JSON line, labelled with the camera when there are several.

@@ -184,8 +184,7 @@ struct RouterCommand: ParsableCommand {
 /// A line on stdout, written at once with write(2) on fd 1 (stdout is a
 /// pipe for scripts and tests, where a buffered line would wait).
 func printLine(_ line: String) {
-    let text = line + "\n"
-    _ = text.utf8CString.withUnsafeBufferPointer { write(1, $0.baseAddress, $0.count - 1) }
+    writeWhole(1, line + "\n")
 }
 
 /// SwiftNIO's socket errors read "bind(descriptor:ptr:bytes:): ... (errno: 98)";

@@ -10,8 +10,7 @@ final class StatusLine: Sendable {
     func show(_ text: String) {
         shown.withLock { shown in
             if isatty(2) != 0 {
-                let line = "\r\u{1B}[K" + text
-                _ = line.utf8CString.withUnsafeBufferPointer { write(2, $0.baseAddress, $0.count - 1) }
+                writeWhole(2, "\r\u{1B}[K" + text)
                 shown = true
             } else {
                 printError(text)
@@ -21,7 +20,7 @@ final class StatusLine: Sendable {
 
     func finish() {
         shown.withLock { shown in
-            if shown { _ = write(2, "\n", 1); shown = false }
+            if shown { writeWhole(2, "\n"); shown = false }
         }
     }
 }

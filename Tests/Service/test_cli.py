@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 import sys
 
 import numpy as np
@@ -158,3 +159,38 @@ def test_a_huge_limit_captures_until_interrupted(limit):
             proc.kill()
             proc.wait(timeout=10)
     assert proc.returncode == 0, (proc.returncode, (first + err)[-2000:])
+
+
+def test_json_lines_survive_a_non_blocking_stdout_that_fills(tmp_path):
+    # A parent may hand camagent a non-blocking pipe (O_NONBLOCK is shared by everyone who
+    # holds it). Made small (one page) and left unread for 4 s, it fills: each write then
+    # takes part of a line or nothing (EAGAIN). Every line must still arrive whole, in order.
+    import fcntl
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(write_end, 1031, 4096)   # F_SETPIPE_SZ: one page
+    fcntl.fcntl(write_end, fcntl.F_SETFL, fcntl.fcntl(write_end, fcntl.F_GETFL) | os.O_NONBLOCK)
+    # Four cameras: four lines a second, so the page fills within the first seconds.
+    proc = subprocess.Popen([BIN, "publish", *["--device", "test-pattern"] * 4, "--size", "160x120", "--audio", "none",
+                             "--listen", "127.0.0.1:0", "--open", "--duration", "8", "--json"],
+                            stdout=write_end, stderr=subprocess.DEVNULL)
+    os.close(write_end)
+    try:
+        time.sleep(4)
+        data = b""
+        while chunk := os.read(read_end, 65536):
+            data += chunk
+        proc.wait(timeout=60)
+    finally:
+        os.close(read_end)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+    assert proc.returncode == 0, proc.returncode
+    assert len(data) > 2 * 4096, len(data)   # the unread page was full for a while
+    events = [json.loads(line) for line in data.decode().splitlines()]   # a cut line fails here
+    # The four cameras' stats lines are written together each second: a lost line (a write
+    # that took nothing, as before writeWhole) leaves one camera with fewer than the others.
+    stats = [sum(1 for e in events if e.get("event") == "stats" and e.get("camera") == c) for c in (1, 2, 3, 4)]
+    assert len(set(stats)) == 1 and stats[0] >= 4, stats
+    summaries = [e.get("camera") for e in events if e.get("event") == "summary"]
+    assert sorted(summaries) == [1, 2, 3, 4], summaries
