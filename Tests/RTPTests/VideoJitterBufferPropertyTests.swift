@@ -14,24 +14,6 @@ private struct SeededGenerator: RandomNumberGenerator {
     }
 }
 
-/// One RTP packet of `codec`: VP8 with its one-byte descriptor (S on a frame's first
-/// packet, a keyframe's tag), H.264 as a single NAL unit (IDR for a keyframe).
-private func packet(_ codec: VideoJitterBuffer.Codec, sequence: UInt16, timestamp: UInt32, marker: Bool,
-                    first: Bool, keyframe: Bool) -> [UInt8] {
-    var bytes: [UInt8] = [0x80, (marker ? 0x80 : 0) | 96, UInt8(sequence >> 8), UInt8(sequence & 0xFF)]
-    bytes += withUnsafeBytes(of: timestamp.bigEndian, Array.init)
-    bytes += [0x12, 0x34, 0x56, 0x78]
-    switch codec {
-    case .vp8:
-        bytes.append(first ? 0x10 : 0x00)
-        if first { bytes += keyframe ? [0x00, 0x00, 0x00, 0x9d, 0x01, 0x2a, 0x40, 0x01, 0xF0, 0x00] : [0x01, 0x00, 0x00] }
-        bytes.append(0xAA)
-    case .h264:
-        bytes += [keyframe ? 0x65 : 0x41, 0x88, 0x84]
-    }
-    return bytes
-}
-
 @Suite("VideoJitterBuffer under random packets")
 struct VideoJitterBufferPropertyTests {
     /// What a network or a broken sender can do, at random: packets in order, late,
@@ -66,7 +48,7 @@ struct VideoJitterBufferPropertyTests {
                 case 3: timestamp = UInt32.random(in: 0...UInt32.max, using: &random)
                 default: break   // the same frame
                 }
-                let bytes = packet(codec, sequence: sequence, timestamp: timestamp, marker: Bool.random(using: &random),
+                let bytes = jitterBufferPacket(codec, sequence: sequence, timestamp: timestamp, marker: Bool.random(using: &random),
                                    first: Bool.random(using: &random), keyframe: Int.random(in: 0..<4, using: &random) == 0)
                 now += Double.random(in: 0...0.1, using: &random)
                 buffer.insert(try! RTPPacketView(parsing: bytes[...]), bytes: bytes[...], now: now, feedback: &feedback)

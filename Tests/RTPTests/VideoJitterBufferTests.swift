@@ -1,23 +1,35 @@
 import Testing
 @testable import RTP
 
-/// RTP packets of a VP8 stream, as the publisher's payloader makes them:
-/// a one-byte descriptor (S bit on a frame's first packet), then VP8 data
-/// whose first byte's low bit says interframe (1) or keyframe (0).
-private struct VP8Stream {
-    static let ssrc: UInt32 = 0x1234_5678
-
-    static func packet(_ sequence: UInt16, timestamp: UInt32, marker: Bool, first: Bool, keyframe: Bool = false,
-                       body: UInt8 = 0xAA) -> (view: RTPPacketView, bytes: [UInt8]) {
-        var bytes: [UInt8] = [0x80, (marker ? 0x80 : 0) | 96, UInt8(sequence >> 8), UInt8(sequence & 0xFF)]
-        bytes += withUnsafeBytes(of: timestamp.bigEndian, Array.init)
-        bytes += withUnsafeBytes(of: ssrc.bigEndian, Array.init)
+/// One RTP packet of `codec`, as the publisher's payloaders make them. VP8: a one-byte
+/// descriptor (S bit on a frame's first packet), then VP8 data whose first byte's low bit
+/// says interframe (1) or keyframe (0), then `body`. H.264: a single NAL unit (RFC 6184
+/// §5.6), an IDR slice (type 5) for a keyframe, a non-IDR slice (type 1) otherwise.
+func jitterBufferPacket(_ codec: VideoJitterBuffer.Codec, sequence: UInt16, timestamp: UInt32, marker: Bool,
+                        first: Bool, keyframe: Bool, body: UInt8 = 0xAA) -> [UInt8] {
+    var bytes: [UInt8] = [0x80, (marker ? 0x80 : 0) | 96, UInt8(sequence >> 8), UInt8(sequence & 0xFF)]
+    bytes += withUnsafeBytes(of: timestamp.bigEndian, Array.init)
+    bytes += [0x12, 0x34, 0x56, 0x78]
+    switch codec {
+    case .vp8:
         bytes.append(first ? 0x10 : 0x00)   // descriptor: S on the first packet, partition 0
         if first {
             // Keyframe: tag with P clear, start code, 320x240. Interframe: P set.
             bytes += keyframe ? [0x00, 0x00, 0x00, 0x9d, 0x01, 0x2a, 0x40, 0x01, 0xF0, 0x00] : [0x01, 0x00, 0x00]
         }
         bytes.append(body)
+    case .h264:
+        bytes += [keyframe ? 0x65 : 0x41, 0x88, 0x84]
+    }
+    return bytes
+}
+
+/// RTP packets of a VP8 stream, parsed as the receive path sees them.
+private enum VP8Stream {
+    static func packet(_ sequence: UInt16, timestamp: UInt32, marker: Bool, first: Bool, keyframe: Bool = false,
+                       body: UInt8 = 0xAA) -> (view: RTPPacketView, bytes: [UInt8]) {
+        let bytes = jitterBufferPacket(.vp8, sequence: sequence, timestamp: timestamp, marker: marker, first: first,
+                                       keyframe: keyframe, body: body)
         return (try! RTPPacketView(parsing: bytes[...]), bytes)
     }
 }
@@ -164,7 +176,7 @@ struct VideoJitterBufferTests {
     }
 }
 
-/// H.264 single-NAL-unit packets (RFC 6184 §5.6): the payload is the NAL unit.
+/// H.264 single-NAL-unit packets (RFC 6184 §5.6).
 @Suite("VideoJitterBuffer, H.264")
 struct H264JitterBufferTests {
     var buffer = VideoJitterBuffer(codec: .h264)
@@ -174,10 +186,7 @@ struct H264JitterBufferTests {
 
     /// Files an IDR slice (NAL type 5) or a non-IDR slice (type 1) and collects every frame it completes.
     mutating func feed(_ sequence: UInt16, ts: UInt32, marker: Bool, idr: Bool, now: Double) {
-        var bytes: [UInt8] = [0x80, (marker ? 0x80 : 0) | 102, UInt8(sequence >> 8), UInt8(sequence & 0xFF)]
-        bytes += withUnsafeBytes(of: ts.bigEndian, Array.init)
-        bytes += [0x12, 0x34, 0x56, 0x78]
-        bytes += [idr ? 0x65 : 0x41, 0x88, 0x84]
+        let bytes = jitterBufferPacket(.h264, sequence: sequence, timestamp: ts, marker: marker, first: true, keyframe: idr)
         let view = try! RTPPacketView(parsing: bytes[...])
         buffer.insert(view, bytes: bytes[...], now: now, feedback: &requests)
         while let frame = buffer.nextFrame(into: &frameBytes, now: now, feedback: &requests) { frames.append(frame) }
