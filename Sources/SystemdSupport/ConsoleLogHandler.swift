@@ -115,8 +115,8 @@ public struct ConsoleLogHandler: LogHandler {
     }
 
     /// write(2) on fd 2, one call per line: lines from several threads do not interleave.
+    /// Queued for the output thread (`OutputQueue`): a stderr nobody reads never holds up the thread that logs.
     @Sendable public static func writeToStandardError(_ line: String) {
-        var bytes = Array(line.utf8)
-        _ = bytes.withUnsafeMutableBytes { write(2, $0.baseAddress, $0.count) }
+        OutputQueue.standard.enqueue(2, line)
     }
 }

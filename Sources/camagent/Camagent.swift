@@ -21,6 +21,8 @@ struct Camagent: ParsableCommand {
     /// front of the command line's first (`ConfiguredCommandLine`), and its
     /// errors naming the file's key and line.
     static func main() {
+        // Every way out (a return, exit(), ArgumentParser's exit) gives queued output a few seconds to be written.
+        atexit { OutputQueue.standard.flush(seconds: 5) }
         let configured: ConfiguredCommandLine
         do {
             configured = try ConfiguredCommandLine(commandLine: Array(CommandLine.arguments.dropFirst()))

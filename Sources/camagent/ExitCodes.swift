@@ -58,7 +58,3 @@ func fail(_ error: CaptureError) -> ExitCode {
 import Glibc
 #endif
 
-func printError(_ line: String) {
-    // write(2) on fd 2: unbuffered, and no shared FILE* to reason about.
-    writeWhole(2, line + "\n")
-}

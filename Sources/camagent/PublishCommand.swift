@@ -517,10 +517,9 @@ final class EventPrinter: Sendable {
     let camera: Int?
     private let output: SharedOutput
 
-    /// What the cameras' printers share: the terminal's status line, and stdout one line at a time.
+    /// What the cameras' printers share: the terminal's status line.
     private final class SharedOutput: Sendable {
         let statusLine = StatusLine()
-        let lock = PThreadLocked(())
         /// The last failure a `failed` event showed in text, so the exit does not say it again.
         let lastFailure = PThreadLocked<String?>(nil)
     }
@@ -542,8 +541,7 @@ final class EventPrinter: Sendable {
     private var statusLine: StatusLine { output.statusLine }
 
     func line(_ text: String) {
-        let whole = text + "\n"
-        output.lock.withLock { _ in writeWhole(1, whole) }
+        printLine(text)
     }
 
     /// One JSON line, labelled with the camera when there are several.

@@ -181,11 +181,6 @@ struct RouterCommand: ParsableCommand {
     }
 }
 
-/// A line on stdout, written at once with write(2) on fd 1 (stdout is a
-/// pipe for scripts and tests, where a buffered line would wait).
-func printLine(_ line: String) {
-    writeWhole(1, line + "\n")
-}
 
 /// SwiftNIO's socket errors read "bind(descriptor:ptr:bytes:): ... (errno: 98)";
 /// the errno's own words say it better.

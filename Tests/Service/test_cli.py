@@ -194,3 +194,52 @@ def test_json_lines_survive_a_non_blocking_stdout_that_fills(tmp_path):
     assert len(set(stats)) == 1 and stats[0] >= 4, stats
     summaries = [e.get("camera") for e in events if e.get("event") == "summary"]
     assert sorted(summaries) == [1, 2, 3, 4], summaries
+
+
+def test_sigterm_ends_a_publish_whose_stdout_nobody_reads(tmp_path):
+    # A reader that stops reading (a paused consumer) leaves the pipe full and write(2) blocked.
+    # camagent used to print on the thread with something to say: its main loop then sat in
+    # write(2), never saw SIGTERM, and never exited. Output now has a thread of its own; at
+    # exit it gets 5 s to finish, and the lines it could not write are lost, not waited for.
+    import array
+    import fcntl
+    import termios
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(write_end, 1031, 4096)   # F_SETPIPE_SZ: one page, full within seconds
+    with open(tmp_path / "stderr.log", "w") as err:
+        proc = subprocess.Popen([BIN, "publish", *["--device", "test-pattern"] * 4, "--size", "160x120", "--audio", "none",
+                                 "--listen", "127.0.0.1:0", "--open", "--json"], stdout=write_end, stderr=err)
+    os.close(write_end)
+
+    def unread():
+        count = array.array("i", [0])
+        fcntl.ioctl(read_end, termios.FIONREAD, count)
+        return count[0]
+    try:
+        # Full: the pipe holds the same bytes for 3 s in a row while four cameras print stats every second.
+        held, same_since, give_up = -1, time.monotonic(), time.monotonic() + 60
+        while time.monotonic() < give_up and proc.poll() is None:
+            now_held = unread()
+            if now_held != held:
+                held, same_since = now_held, time.monotonic()
+            elif now_held > 0 and time.monotonic() - same_since >= 3:
+                break
+            time.sleep(0.2)
+        assert proc.poll() is None, (proc.returncode, open(tmp_path / "stderr.log").read()[-2000:])
+        assert held > 2048, held   # the page filled and stayed full
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail("camagent publish did not exit within 30 s of SIGTERM while its stdout was full")
+        data = b""
+        while chunk := os.read(read_end, 65536):
+            data += chunk
+    finally:
+        os.close(read_end)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+    assert proc.returncode == 0, (proc.returncode, open(tmp_path / "stderr.log").read()[-2000:])
+    events = [json.loads(line) for line in data.decode().splitlines()]   # what got through is whole
+    assert any(e.get("event") == "stats" for e in events), events[:5]

@@ -1,4 +1,5 @@
 import MediaTypes
+import SystemdSupport
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -10,7 +11,7 @@ final class StatusLine: Sendable {
     func show(_ text: String) {
         shown.withLock { shown in
             if isatty(2) != 0 {
-                writeWhole(2, "\r\u{1B}[K" + text)
+                OutputQueue.standard.enqueue(2, "\r\u{1B}[K" + text)
                 shown = true
             } else {
                 printError(text)
@@ -20,7 +21,7 @@ final class StatusLine: Sendable {
 
     func finish() {
         shown.withLock { shown in
-            if shown { writeWhole(2, "\n"); shown = false }
+            if shown { OutputQueue.standard.enqueue(2, "\n"); shown = false }
         }
     }
 }

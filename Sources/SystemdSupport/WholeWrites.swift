@@ -4,9 +4,9 @@ import Glibc
 
 /// Writes all of `text` on `fd` with write(2), unbuffered. One write can take less than it
 /// was given, or nothing (EAGAIN), when the descriptor is non-blocking: a parent that shares
-/// its pipe may have made it so. The rest follows once the reader makes room, or a JSON line
-/// would be cut or lost. A reader that makes no room for 5 s, or any other error (a reader
-/// that went away), ends it: output is best effort, and never holds camagent up for long.
+/// its pipe may have made it so. The rest follows once the reader makes room, however long
+/// that takes, or a JSON line would be cut or lost: only the output thread (`OutputQueue`)
+/// calls this, and nothing waits for it. Any other error (a reader that went away) ends it.
 func writeWhole(_ fd: Int32, _ text: String) {
     var text = text
     text.withUTF8 { bytes in
@@ -20,7 +20,7 @@ func writeWhole(_ fd: Int32, _ text: String) {
                 continue
             } else if written < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) {
                 var room = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-                guard poll(&room, 1, 5000) > 0 else { return }
+                guard poll(&room, 1, -1) >= 0 || errno == EINTR else { return }
             } else {
                 return
             }
