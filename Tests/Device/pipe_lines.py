@@ -45,13 +45,13 @@ class PipeLines:
         return True
 
     def rest(self, proc, timeout):
-        """Everything left, up to end of file, once `proc` has exited (communicate() for one
-        pipe); subprocess.TimeoutExpired if that takes more than `timeout` seconds."""
+        """Everything left once `proc` has exited (communicate() for one pipe): up to end of
+        file, or until the process has exited and its pipe holds nothing more.
+        subprocess.TimeoutExpired if that takes more than `timeout` seconds."""
         deadline = time.monotonic() + timeout
-        while not self.ended:
+        while self._more(min(0.5, max(0.0, deadline - time.monotonic())), proc):
             if time.monotonic() >= deadline:
                 raise subprocess.TimeoutExpired(proc.args, timeout)
-            self._more(min(0.5, max(0.0, deadline - time.monotonic())), None)
         proc.wait(timeout=max(1.0, deadline - time.monotonic()))
         rest, self.pending = self.pending, b""
         return rest.decode(errors="replace")

@@ -17,7 +17,6 @@ Every wait has a timeout; no assertion is about time.
 import itertools
 import json
 import os
-import select
 import shutil
 import signal
 import subprocess
@@ -33,6 +32,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "Tests", "Device"))
+from pipe_lines import PipeLines  # noqa: E402
 
 BIN = os.environ.get("CAMAGENT_BIN", os.path.join(ROOT, ".build", "release", "camagent"))
 PY = sys.executable
@@ -176,45 +176,21 @@ def workdir():
 # here. Not with proc.stdout.readline(): that reads whatever the pipe holds, so a second
 # line printed with the first waits in Python's buffer, where select() cannot see it,
 # and a test waiting for it times out though the process printed it. Whatever these
-# readers took and did not hand out stays in proc._stdout_pending: read the rest with
-# rest_of_output(), never with proc.stdout.read() or communicate().
+# readers took and did not hand out stays in the process's PipeLines
+# (Tests/Device/pipe_lines.py): read the rest with rest_of_output(), never with
+# proc.stdout.read() or communicate().
 
-def _more_output(proc, timeout):
-    """Waits up to `timeout` for the pipe and reads what it holds into proc._stdout_pending.
-    False when nothing more will come (end of file, or the process exited with nothing left)."""
-    if not hasattr(proc, "_stdout_pending"):
-        proc._stdout_pending, proc._stdout_ended = b"", False
-    if proc._stdout_ended:
-        return False
-    fd = proc.stdout.fileno()
-    ready, _, _ = select.select([fd], [], [], timeout)
-    if not ready:
-        return proc.poll() is None
-    chunk = os.read(fd, 65536)
-    if not chunk:
-        proc._stdout_ended = True
-        return False
-    proc._stdout_pending += chunk
-    return True
+def _stdout_lines(proc):
+    """The process's stdout, read from its descriptor and split into lines (PipeLines)."""
+    if not hasattr(proc, "_stdout_lines"):
+        proc._stdout_lines = PipeLines(proc.stdout)
+    return proc._stdout_lines
 
 
 def next_line(proc, deadline):
     """The next line the process printed (a last unterminated one included), or None when
     none comes before `deadline` (time.monotonic()) or nothing more will come."""
-    while True:
-        pending = getattr(proc, "_stdout_pending", b"")
-        end = pending.find(b"\n")
-        if end >= 0:
-            proc._stdout_pending = pending[end + 1:]
-            return pending[:end + 1].decode(errors="replace")
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return None
-        if not _more_output(proc, min(remaining, 0.5)):
-            if proc._stdout_pending:
-                line, proc._stdout_pending = proc._stdout_pending, b""
-                return line.decode(errors="replace")
-            return None
+    return _stdout_lines(proc).next(deadline, proc)
 
 
 def read_line(proc, timeout):
@@ -239,18 +215,7 @@ def rest_of_output(proc, timeout):
     """Everything the process prints from here to its end (after what read_line and
     output_lines took), once it has exited: communicate(), for a process those read.
     subprocess.TimeoutExpired if it has not ended within `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        more = _more_output(proc, max(0.0, min(0.5, deadline - time.monotonic())))
-        if not more and proc.poll() is not None:
-            break
-        if time.monotonic() >= deadline:
-            raise subprocess.TimeoutExpired(proc.args, timeout)
-        if not more:
-            time.sleep(0.1)   # its stdout ended, the process not yet
-    proc.wait(timeout=max(1.0, deadline - time.monotonic()))
-    rest, proc._stdout_pending = getattr(proc, "_stdout_pending", b""), b""
-    return rest.decode(errors="replace")
+    return _stdout_lines(proc).rest(proc, timeout)
 
 
 def drain(proc):
