@@ -157,7 +157,9 @@ struct ResponseReader {
         while true {
             let line = try readLine(limit: 4096, what: "chunk size")
             let sizeText = (line.split(separator: ";", maxSplits: 1).first ?? "").trimmingWhitespace()
-            guard !sizeText.isEmpty, sizeText.count <= 8, let size = Int(sizeText, radix: 16) else {
+            // Hex digits only: Int(_:radix:) also takes a sign, and a size of -1 would read backwards.
+            guard !sizeText.isEmpty, sizeText.utf8.count <= 8, sizeText.allSatisfy(\.isHexDigit),
+                  let size = Int(sizeText, radix: 16) else {
                 throw .badResponse("\(host) sent a bad chunk size line: \"\(line.prefix(40))\"")
             }
             if size == 0 {

@@ -196,6 +196,22 @@ struct WHIPClientTests {
         #expect(session.resourceURL == "http://127.0.0.1:\(s.port)/r/42")
     }
 
+    /// A signed chunk size ("-1" parses as an Int) trapped on a backwards range; any chunked
+    /// response did it, whatever its status. Now a bad response, as any other bad size line.
+    @Test(arguments: ["-1", "-0", "+5", "0x5", "1 2", "\u{0661}"])
+    func chunkSizeThatIsNotHexIsABadResponse(size: String) throws {
+        let raw = "HTTP/1.1 201 Created\r\nLocation: /r/42\r\nContent-Type: application/sdp\r\nTransfer-Encoding: chunked\r\n\r\n"
+            + size + "\r\nv=0\r\n0\r\n\r\n"
+        let s = try server(.raw(raw))
+        defer { s.stop() }
+        let client = try WHIPClient(endpoint: "http://127.0.0.1:\(s.port)/whip", logger: quietLogger)
+        guard case .badResponse(let why) = whipError({ try client.publish(offer: offer) }) else {
+            Issue.record("expected badResponse for chunk size \(size)")
+            return
+        }
+        #expect(why.contains("chunk size"))
+    }
+
     @Test func bodyUntilCloseAndInterimResponse() throws {
         let raw = "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.0 201 Created\r\nLocation: r/1\r\n\r\n" + answer
         let s = try server(.raw(raw))
