@@ -114,7 +114,7 @@ extension STUNMessage {
             guard valueEnd <= end else { throw .truncated }
             let value = Array(bytes[valueStart..<valueEnd])
             switch attrType {
-            case STUNAttribute.messageIntegrityType:
+            case STUNAttribute.messageIntegrityType where !sawIntegrity:
                 guard attrLength == 20 else { throw .badAttribute(type: attrType) }
                 if let key = integrityKey {
                     // HMAC over everything before this attribute, the length covering it.
@@ -129,7 +129,12 @@ extension STUNMessage {
                 Self.setLength(&covered, adding: 8)
                 guard CRC32.checksum(covered) ^ 0x5354_554e == value.bigEndianUInt32(at: 0) else { throw .fingerprintMismatch }
             default:
-                attributes.append(try STUNAttribute(type: attrType, value: value, transactionID: transactionID))
+                // RFC 8489 §14.5: what follows MESSAGE-INTEGRITY is not covered by it and is
+                // ignored (FINGERPRINT aside): a replayed check with USE-CANDIDATE or a higher
+                // PRIORITY appended must not count.
+                if !sawIntegrity {
+                    attributes.append(try STUNAttribute(type: attrType, value: value, transactionID: transactionID))
+                }
             }
             i = valueStart + (attrLength + 3) / 4 * 4
         }

@@ -21,6 +21,22 @@ struct STUNTests {
         }
     }
 
+    /// The sample request with USE-CANDIDATE and a PRIORITY appended after MESSAGE-INTEGRITY
+    /// (its FINGERPRINT dropped): an on-path attacker replaying a captured check from its own
+    /// address could have had a lite agent select it. Both are ignored; the HMAC still holds.
+    @Test func attributesAfterMessageIntegrityAreIgnored() throws {
+        var bytes = Array(Self.sampleRequest.dropLast(8))   // without FINGERPRINT
+        bytes += [0x00, 0x25, 0x00, 0x00]                              // USE-CANDIDATE
+        bytes += [0x00, 0x24, 0x00, 0x04, 0x7f, 0xff, 0xff, 0xff]      // PRIORITY
+        let length = bytes.count - 20
+        bytes[2] = UInt8(length >> 8)
+        bytes[3] = UInt8(length & 0xff)
+        let message = try STUNMessage(parsing: bytes, integrityKey: Self.password)
+        #expect(!message.attributes.contains(.useCandidate))
+        #expect(message.attributes.filter { if case .priority = $0 { true } else { false } } == [.priority(0x6e00_01ff)])
+        #expect(try STUNMessage(parsing: bytes).attributes == message.attributes)
+    }
+
     @Test func sampleRequestParsesAndAuthenticates() throws {
         let message = try STUNMessage(parsing: Self.sampleRequest, integrityKey: Self.password)
         #expect(message.messageClass == .request && message.method == STUNMessage.bindingMethod)
