@@ -151,6 +151,7 @@ public struct PublisherAnswer: Hashable, Sendable {
         guard let ufrag = answer.value("ice-ufrag", in: first), let pwd = answer.value("ice-pwd", in: first) else {
             throw .missing("ICE credentials (a=ice-ufrag, a=ice-pwd)")
         }
+        guard ICECredentials.areWithinLimits(ufrag: ufrag, password: pwd) else { throw ICECredentials.beyondLimits }
         guard let fp = answer.value("fingerprint", in: first) else { throw .missing("DTLS fingerprint (a=fingerprint)") }
         let fpParts = fp.split(separator: " ", maxSplits: 1)
         guard fpParts.count == 2 else { throw .missing("DTLS fingerprint value") }

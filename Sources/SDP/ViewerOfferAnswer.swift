@@ -53,6 +53,7 @@ public struct ViewerOffer: Hashable, Sendable {
               !ufrag.isEmpty, !pwd.isEmpty else {
             throw .missing("ICE credentials (a=ice-ufrag, a=ice-pwd)")
         }
+        guard ICECredentials.areWithinLimits(ufrag: ufrag, password: pwd) else { throw ICECredentials.beyondLimits }
         guard let fp = offer.value("fingerprint", in: first) else { throw .missing("DTLS fingerprint (a=fingerprint)") }
         let parts = fp.split(separator: " ", maxSplits: 1)
         guard parts.count == 2 else { throw .missing("DTLS fingerprint value") }
