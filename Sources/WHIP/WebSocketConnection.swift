@@ -131,8 +131,9 @@ public final class WebSocketConnection: Sendable {
             }
             switch result {
             case .some(.some(let message)): return message
-            case .some(.none): if until.remainingMilliseconds <= 0 { return nil }
-            case .none: continue
+            // Also after bytes came: a server that keeps sending (control frames, a message a
+            // byte at a time) must not keep this call past its deadline.
+            case .some(.none), .none: if until.remainingMilliseconds <= 0 { return nil }
             }
         }
     }

@@ -17,6 +17,8 @@ final class ScriptedServer: @unchecked Sendable {
         case closeWithoutAnswer
         /// Upgrade to a WebSocket (the right Sec-WebSocket-Accept), send these bytes, then close.
         case webSocket(frames: [UInt8])
+        /// Upgrade, then `frame` again and again, as fast as the client takes them, for `seconds`; then close.
+        case webSocketStream(frame: [UInt8], seconds: Double)
     }
 
     struct Request {
@@ -122,10 +124,17 @@ final class ScriptedServer: @unchecked Sendable {
             case .raw(let text):
                 writeAll(connection, text)
             case .webSocket(let frames):
-                let accept = WebSocketConnection.acceptValue(for: request?.headers["sec-websocket-key"] ?? "")
-                writeAll(connection, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
-                         + "Connection: Upgrade\r\nSec-WebSocket-Accept: \(accept)\r\n\r\n")
+                upgrade(connection, request)
                 writeAll(connection, frames)
+            case .webSocketStream(let frame, let seconds):
+                upgrade(connection, request)
+                var start = timespec(), now = timespec()
+                clock_gettime(CLOCK_MONOTONIC, &start)
+                repeat {
+                    writeAll(connection, frame)
+                    clock_gettime(CLOCK_MONOTONIC, &now)
+                } while Double(now.tv_sec - start.tv_sec) + Double(now.tv_nsec - start.tv_nsec) / 1e9 < seconds
+                    && !lock.withLock({ stopping })
             case .closeWithoutAnswer, .silent:
                 break
             }
@@ -185,6 +194,13 @@ private func findHeadEnd(_ data: [UInt8]) -> Int? {
 }
 
 private func writeAll(_ fd: Int32, _ text: String) { writeAll(fd, Array(text.utf8)) }
+
+/// Answers a WebSocket upgrade.
+private func upgrade(_ fd: Int32, _ request: ScriptedServer.Request?) {
+    let accept = WebSocketConnection.acceptValue(for: request?.headers["sec-websocket-key"] ?? "")
+    writeAll(fd, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+             + "Connection: Upgrade\r\nSec-WebSocket-Accept: \(accept)\r\n\r\n")
+}
 
 private func writeAll(_ fd: Int32, _ bytes: [UInt8]) {
     var offset = 0

@@ -26,4 +26,18 @@ struct WebSocketFrameTests {
             try receive([0x81, 0x7F] + length + [0x61, 0x62])
         }
     }
+
+    /// A server that never stops sending control frames (pongs, as fast as they are read)
+    /// kept receive reading past its deadline: the deadline was looked at only after a read
+    /// that timed out. It returned once the server stopped (here after 3 s, with `.closed`);
+    /// a server that never stops held `Session.connect` and the signalling loop for good.
+    @Test("receive keeps its deadline while the server keeps sending control frames")
+    func deadlineHoldsUnderAStreamOfPongs() throws {
+        let pongs = Array([[UInt8]](repeating: [0x8A, 0x00], count: 512).joined())
+        let s = try server(.webSocketStream(frame: pongs, seconds: 3))
+        defer { s.stop() }
+        let connection = try WebSocketConnection.connect(url: "ws://127.0.0.1:\(s.port)/v2/session/x/connect", timeout: 5)
+        #expect(try connection.receive(timeout: 0.3) == nil)
+        connection.close()
+    }
 }
