@@ -370,4 +370,35 @@ struct RegistryTests {
         for await item in outbox.items { received.append(item) }
         #expect(received == [.text("m0"), .text("m1"), .text("m2")])
     }
+
+    /// Counted in messages only, one client's signals to another that does not read could
+    /// queue 1024 × 8 KiB (more with a signalType of combining marks, then counted as one
+    /// character). Bytes are bounded too; what the writer has taken no longer counts.
+    /// "a" and 60,000 combining acute accents is one Character: it passed a limit of
+    /// 128 counted in characters, as a 120 KB signalType.
+    @Test("a signalType is limited in bytes, not characters")
+    func signalTypeBytes() throws {
+        let marks = "a" + String(repeating: "\u{0301}", count: 60_000)
+        #expect(marks.count == 1)
+        #expect(throws: SignallingRefusal.self) {
+            try ClientMessage.parse(#"{"type":"signal","signalType":"\#(marks)","data":"x"}"#)
+        }
+        let fits = String(repeating: "t", count: 128)
+        #expect(throws: Never.self) { try ClientMessage.parse(#"{"type":"signal","signalType":"\#(fits)","data":"x"}"#) }
+    }
+
+    @Test("an outbox also fills up by bytes")
+    func overflowByBytes() async {
+        let outbox = Outbox(capacity: 100, byteCapacity: 10)
+        outbox.send("abcd")
+        outbox.send("efgh")
+        outbox.taken("abcd")       // the writer sent the first
+        outbox.send("ijkl")        // 8 bytes queued
+        #expect(!outbox.overflowed)
+        outbox.send("mnop")        // 12: too many
+        #expect(outbox.overflowed)
+        var received: [Outbox.Item] = []
+        for await item in outbox.items { received.append(item) }
+        #expect(received == [.text("abcd"), .text("efgh"), .text("ijkl")])
+    }
 }

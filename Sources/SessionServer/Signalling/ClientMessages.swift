@@ -93,8 +93,9 @@ enum ClientMessage: Equatable {
             guard size <= maxSignalDataBytes else {
                 throw SignallingRefusal(413, "signal data of \(size) bytes; at most \(maxSignalDataBytes) are sent")
             }
-            if let signalType = fields.signalType, signalType.count > maxSignalTypeLength {
-                throw SignallingRefusal(400, "signalType longer than \(maxSignalTypeLength) characters")
+            // In bytes: one character can hold any number of combining marks.
+            if let signalType = fields.signalType, signalType.utf8.count > maxSignalTypeLength {
+                throw SignallingRefusal(400, "signalType longer than \(maxSignalTypeLength) bytes")
             }
             return .signal(signalType: fields.signalType, data: data, to: fields.to)
         case "publisherProperty":
@@ -134,7 +135,7 @@ enum ClientMessage: Equatable {
         case "subscriberLeft":
             return .subscriberLeft(subscriberID: try decode(SubscriberLeftFields.self, bytes, type).subscriberId)
         default:
-            throw SignallingRefusal(400, "unknown message type \"\(type.prefix(40))\"; the types are signal, publisherProperty, "
+            throw SignallingRefusal(400, "unknown message type \"\(type.unicodeScalars.prefix(40))\"; the types are signal, publisherProperty, "
                                     + "subscriberSettings, subscribeAnswer, subscribeError, subscriberLeft, ping")
         }
     }

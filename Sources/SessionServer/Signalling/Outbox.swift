@@ -14,23 +14,40 @@ final class Outbox: Sendable {
 
     /// Messages queued per connection before it counts as not reading.
     static let defaultCapacity = 1024
+    /// And bytes: 1024 signals of 8 KiB each, sent by one client to another
+    /// that does not read, would be 8 MiB a connection.
+    static let defaultByteCapacity = 2 << 20
 
     let items: AsyncStream<Item>
     private let continuation: AsyncStream<Item>.Continuation
     private let overflow = Atomic<Bool>(false)
+    private let byteCapacity: Int
+    private let queuedBytes = Atomic<Int>(0)
 
-    init(capacity: Int = defaultCapacity) {
+    init(capacity: Int = defaultCapacity, byteCapacity: Int = defaultByteCapacity) {
         (items, continuation) = AsyncStream<Item>.makeStream(bufferingPolicy: .bufferingOldest(capacity))
+        self.byteCapacity = byteCapacity
     }
 
     /// True once a message did not fit: the queue was ended there.
     var overflowed: Bool { overflow.load(ordering: .relaxed) }
 
     func send(_ text: String) {
-        if case .dropped = continuation.yield(.text(text)) {
-            overflow.store(true, ordering: .relaxed)
-            continuation.finish()
+        let size = text.utf8.count
+        if queuedBytes.add(size, ordering: .relaxed).newValue > byteCapacity {
+            endOverflowed(); return
         }
+        if case .dropped = continuation.yield(.text(text)) { endOverflowed() }
+    }
+
+    /// The writer took `text` off the queue: its bytes no longer count.
+    func taken(_ text: String) {
+        queuedBytes.subtract(text.utf8.count, ordering: .relaxed)
+    }
+
+    private func endOverflowed() {
+        overflow.store(true, ordering: .relaxed)
+        continuation.finish()
     }
 
     /// Queues a close after what is queued, and ends the queue.

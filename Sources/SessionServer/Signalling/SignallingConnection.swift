@@ -120,6 +120,7 @@ struct SignallingConnection: Sendable {
             for await item in outbox.items {
                 switch item {
                 case .text(let text):
+                    outbox.taken(text)
                     try await outbound.write(.text(text))
                 case .close(let reason):
                     try await outbound.close(.normalClosure, reason: reason)
