@@ -335,6 +335,14 @@ public final class ICEAgent {
         return outgoing
     }
 
+    /// True for an address the peer is known by: one of its signalled candidates, or an
+    /// address an authenticated check came from (peer-reflexive). What is not STUN may
+    /// only be taken from these: DTLS carries no proof of its own before the handshake,
+    /// and a one-byte alert from anywhere would otherwise end the connection.
+    public func isKnownRemote(_ address: TransportAddress) -> Bool {
+        remoteCandidates.contains { $0.address == address }
+    }
+
     /// The selected pair: the local socket to send from and the peer's address.
     public var selected: (socket: Int, remote: TransportAddress)? {
         guard let p = selectedPair, state == .connected || state == .disconnected else { return nil }

@@ -11,7 +11,7 @@ import subprocess
 import time
 
 from publish_support import (EXIT_CONNECTION, EXIT_OK, EXIT_REFUSED, EXIT_UNAUTHORIZED, EXIT_UNREACHABLE,
-                             EXIT_USAGE, BIN, camagent_publish, camagent_publish_args, check_audio, check_video,
+                             EXIT_USAGE, BIN, PY, camagent_publish, camagent_publish_args, check_audio, check_video,
                              describe, json_lines, output_lines, rest_of_output, states, total_frames)
 
 TOKEN = "camagent-test-token"
@@ -161,6 +161,39 @@ def test_peer_vanishes_then_reconnect(net, workdir, receiver_factory):
     brief = [{k: s[k] for k in ("id", "states", "deleted", "vanished", "connectedAt")} for s in sessions]
     assert later["deleted"], (brief, summary["requests"][-6:], proc.stdout[-3000:], proc.stderr[-2000:])
 
+
+
+def test_a_forged_dtls_alert_from_elsewhere_does_not_end_the_stream(net, workdir, receiver_factory):
+    # Any datagram whose first byte is 20-63 was taken as DTLS, whoever sent it: once
+    # connected, one byte 0x15 (an alert) from any address ended the connection as "closed by
+    # the peer" (exit 83 here, with --no-whip-reconnect). Only the peer's own addresses (its
+    # candidates, or where its authenticated checks came from) count now. A third socket sends
+    # a bare 0x15 and a whole fatal-alert record to camagent's port of the selected pair.
+    r = receiver_factory(token=TOKEN)
+    publisher = net.start(camagent_publish_args(r.url, token=TOKEN, duration=8, extra=["--no-whip-reconnect"]),
+                          "camagent-forged-alert", workdir)
+    lines, pair = [], None
+    for line in output_lines(publisher, 60, lines):
+        pair = next((e.get("selectedPair") for e in json_lines(line) if e.get("state") == "streaming"), None)
+        if pair:
+            break
+    assert pair, "".join(lines)[-3000:]
+    host, port = pair.split(" -> ")[0].rsplit(":", 1)
+    alert = bytes([21, 0xFE, 0xFD]) + bytes(8) + bytes([0, 2, 2, 40])   # DTLS 1.2, fatal handshake_failure
+    forge = net.run([PY, "-c", "import socket, sys; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
+                     f"[s.sendto(d, ({host!r}, {int(port)})) for d in (b'\\x15', bytes.fromhex({alert.hex()!r}))]"],
+                    timeout=30)
+    assert forge.returncode == 0, forge.stderr
+    rest = rest_of_output(publisher, 60)
+    proc = subprocess.CompletedProcess(publisher.args, publisher.returncode, "".join(lines) + rest,
+                                       open(publisher.log_path).read())
+    summary = r.stop()
+    assert proc.returncode == EXIT_OK, describe(proc, r.log())
+    said = states(json_lines(proc.stdout))
+    assert "dropped" not in said and "failed" not in said and said[-1] == "closed", said
+    sessions = summary["sessions"]
+    assert len(sessions) == 1 and sessions[0]["deleted"], [(s["id"], s["deleted"]) for s in sessions]
+    check_video(sessions[0]["video"][0], duration=8, codec="VP8")
 
 
 def test_peer_vanishes_with_no_whip_reconnect_ends_publish(net, receiver_factory):

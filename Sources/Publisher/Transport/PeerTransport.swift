@@ -346,7 +346,9 @@ package final class PeerTransport: @unchecked Sendable {   // `run` state belong
             if agent.receive(datagram, from: from, socket: index, now: now) { continue }
             guard let first = datagram.first else { continue }
             switch first {
-            case 20...63: handleDTLS(datagram)
+            case 20...63:
+                // Only from the peer's own addresses: a forged alert or record ended the connection.
+                if agent.isKnownRemote(from) { handleDTLS(datagram) } else { logger.debug("DTLS from \(from), not a peer's address: dropped") }
             case 128...191 where count >= 2 && (192...223).contains(datagram[1]): handleRTCP(datagram, now: now)
             case 128...191 where receiver != nil: handleRTP(datagram, now: now)
             default: break   // RTP towards a send-only publisher, or noise
