@@ -238,6 +238,17 @@ struct RegistryTests {
                                              settings: SubscriberSettings(preferredResolution: (640, 360)))
         let stored = registry.subscriberSettings(sessionID: sid, connectionID: c.connectionId, subscriberID: sub)
         #expect(stored == SubscriberSettings(subscribeToAudio: false, preferredResolution: (640, 360)))
+        // When the subscriber goes, so do its settings: they were kept for the connection's lifetime.
+        #expect(registry.removeSubscriber(sessionID: sid, streamID: s, subscriberID: sub))
+        #expect(registry.subscriberSettings(sessionID: sid, connectionID: c.connectionId, subscriberID: sub) == nil)
+        // And when its stream goes.
+        let next = try registry.reserveSubscriber(sessionID: sid, streamID: s)
+        #expect(registry.confirmSubscriber(sessionID: sid, streamID: s, subscriberID: next))
+        try registry.storeSubscriberSettings(sessionID: sid, connectionID: c.connectionId, subscriberID: next,
+                                             settings: SubscriberSettings(subscribeToCaptions: true))
+        #expect(registry.subscriberSettings(sessionID: sid, connectionID: c.connectionId, subscriberID: next) != nil)
+        _ = registry.removeStream(sessionID: sid, streamID: s, reason: .clientDisconnected)
+        #expect(registry.subscriberSettings(sessionID: sid, connectionID: c.connectionId, subscriberID: next) == nil)
     }
 
     /// A routed session with a subscriber's connection that watches it, and a publisher's stream with audio and video.

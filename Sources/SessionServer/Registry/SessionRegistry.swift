@@ -59,6 +59,15 @@ public final class SessionRegistry: Sendable {
         var isIdle: Bool { connections.isEmpty && streams.isEmpty && pendingStreams.isEmpty && captions == nil }
 
         func connectionIndex(_ id: String) -> Int? { connections.firstIndex { $0.info.connectionId == id } }
+
+        /// A subscriber went: what its client wished of it goes too (or each subscribe
+        /// and unsubscribe would leave an entry behind for the connection's lifetime).
+        mutating func forgetSettings(ofSubscribers ids: [String]) {
+            guard !ids.isEmpty else { return }
+            for c in connections.indices where !connections[c].subscriberSettings.isEmpty {
+                for id in ids { connections[c].subscriberSettings[id] = nil }
+            }
+        }
         /// The connections a client is told of in its `connected`: every one but its own.
         func connectionInfos(besides id: String) -> [ConnectionInfo] { connections.map(\.info).filter { $0.connectionId != id } }
         func streamIndex(_ id: String) -> Int? { streams.firstIndex { $0.info.streamId == id } }
@@ -421,6 +430,7 @@ public final class SessionRegistry: Sendable {
                 release.streamIDs.append(stream.info.streamId)
                 release.subscriberIDs += stream.subscribers
                 for id in stream.subscribers { state.subscribers[id] = nil }
+                session.forgetSettings(ofSubscribers: stream.subscribers)
                 session.broadcast(jsonText(ServerMessage.StreamDestroyed(streamId: stream.info.streamId, reason: reason.streamReason)))
             }
             session.streams.removeAll { $0.info.connectionId == connectionID }
@@ -588,6 +598,7 @@ public final class SessionRegistry: Sendable {
             }
             let stream = session.streams.remove(at: index)
             for id in stream.subscribers { state.subscribers[id] = nil }
+            session.forgetSettings(ofSubscribers: stream.subscribers)
             session.broadcast(jsonText(ServerMessage.StreamDestroyed(streamId: streamID, reason: reason)))
             if stream.ownsConnection, let owner = session.connectionIndex(stream.info.connectionId) {
                 let connection = session.connections.remove(at: owner)
@@ -760,6 +771,7 @@ public final class SessionRegistry: Sendable {
                   var session = state.sessions[sessionID], let index = session.streamIndex(streamID) else { return false }
             session.streams[index].subscribers.removeAll { $0 == subscriberID }
             state.subscribers[subscriberID] = nil
+            session.forgetSettings(ofSubscribers: [subscriberID])
             Self.tellRelayedPublisher(session, stream: index, unsubscribed: subscriberID)
             state.sessions[sessionID] = session
             return true
@@ -816,6 +828,7 @@ public final class SessionRegistry: Sendable {
             }
             session.streams[index].subscribers.removeAll { $0 == subscriberID }
             state.subscribers[subscriberID] = nil
+            session.forgetSettings(ofSubscribers: [subscriberID])
             state.sessions[sessionID] = session
         }
     }
