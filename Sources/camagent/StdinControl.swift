@@ -18,7 +18,7 @@ enum StdinControl {
     /// Reads stdin on a thread of its own until it ends, handing each command to `apply`.
     static func start(takesResolution: Bool = false, takesCaptions: Bool = false,
                       _ apply: @escaping @Sendable (Command) -> Void) {
-        let known = "video on|off, audio on|off" + (takesResolution ? ", resolution WxH|any" : "")
+        let known = "video on|off, audio on|off" + (takesResolution ? ", resolution WxH (up to \(maxResolution))|any" : "")
             + (takesCaptions ? ", captions on|off" : "")
         let thread = Thread {
             while let line = readLine() {
@@ -41,7 +41,13 @@ enum StdinControl {
         if takesCaptions, words[0] == "captions", onOff { return .captions(on: words[1] == "on") }
         guard takesResolution, words[0] == "resolution" else { return nil }
         // The contract has no way to take a preference back: the largest size the router takes fits every layer.
-        if words[1] == "any" { return .preferredResolution(FrameSize(width: 7680, height: 4320)) }
-        return FrameSize(parsing: words[1]).map { .preferredResolution($0) }
+        if words[1] == "any" { return .preferredResolution(maxResolution) }
+        // Within what the router takes, as --preferred-resolution: beyond it the router's 400 went unseen.
+        return FrameSize(parsing: words[1]).flatMap {
+            $0.width <= maxResolution.width && $0.height <= maxResolution.height ? .preferredResolution($0) : nil
+        }
     }
+
+    /// The largest preferredResolution the router takes.
+    static let maxResolution = FrameSize(width: 7680, height: 4320)
 }

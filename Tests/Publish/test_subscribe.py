@@ -470,6 +470,7 @@ def test_a_subscriber_changing_its_preferred_resolution_live_switches_layers(net
         subscriber.stdin.flush()
 
     until(size(640, 360), "first picture of 640x360")
+    command("resolution 9000x100")   # beyond what the router takes: said here, not sent
     command("resolution 320x180")
     until(size(320, 180), "switch to the 320x180 layer")
     small = until(lambda e: e.get("event") == "stats", "stats line")["video"]
@@ -482,6 +483,8 @@ def test_a_subscriber_changing_its_preferred_resolution_live_switches_layers(net
     net.stop(subscriber)
     states = [e["state"] for e in events(json_lines("".join(lines)), "state")]
     assert states == ["connected"], states   # one connection throughout: no reconnect
+    said = open(subscriber.log_path).read()
+    assert 'unknown command "resolution 9000x100" (video on|off, audio on|off, resolution WxH (up to 7680x4320)|any)' in said, said[-2000:]
     net.stop(publisher)
 
 
