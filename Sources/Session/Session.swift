@@ -478,7 +478,7 @@ public final class Session: Sendable {
     /// refused, or the session is gone) ends it at once.
     private func rejoin(after reason: String, _ stop: StopSignal) -> Rejoined {
         state.withLock { $0.socket = nil }
-        logger.notice("session signalling lost (\(reason)); joining again for up to \(Int(rejoinWindow)) s")
+        logger.notice("session signalling lost (\(reason)); joining again for up to \(rejoinWindow.formatted(decimals: 0)) s")
         deliver(.reconnecting(reason: reason))
         let deadline = MonotonicTimestamp.now().seconds + rejoinWindow
         var delay = 0.5
@@ -520,7 +520,7 @@ public final class Session: Sendable {
             delay = min(delay * 2, 4)
         }
         if stop.isStopRequested { return .stopped }
-        return .gaveUp("could not join again within \(Int(rejoinWindow)) s: \(lastError)")
+        return .gaveUp("could not join again within \(rejoinWindow.formatted(decimals: 0)) s: \(lastError)")
     }
 
     /// What a kept connection's `connected` says that this client had not

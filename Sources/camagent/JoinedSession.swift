@@ -37,7 +37,7 @@ final class JoinedSession: SessionDelegate {
     func session(_ session: Session, didReceive event: SessionEvent) {
         switch event {
         case .reconnecting(let reason):
-            say("session:   signalling lost (\(reason)); joining again for up to \(Int(session.rejoinWindow)) s")
+            say("session:   signalling lost (\(reason)); joining again for up to \(session.rejoinWindow.formatted(decimals: 0)) s")
         case .reconnected(let connectionId, _, true):
             say("session:   joined again as connection \(connectionId), kept by the router with its streams")
         case .reconnected(let connectionId, _, false):

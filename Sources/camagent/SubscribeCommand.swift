@@ -286,9 +286,9 @@ struct SubscribeCommand: ParsableCommand {
         }
     }
 
-    /// "10 s", "1.5 s".
+    /// "10 s", "1.5 s" (and "1e+19 s" rather than a trap: formatted never converts past Int).
     private static func seconds(_ value: Double) -> String {
-        (value == value.rounded() ? String(Int(value)) : value.formatted(decimals: 1)) + " s"
+        value.formatted(decimals: value == value.rounded() ? 0 : 1) + " s"
     }
 
     private func makeVideoRenderer() throws(RenderError) -> (any VideoRenderer)? {

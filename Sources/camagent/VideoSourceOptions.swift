@@ -60,7 +60,8 @@ struct VideoSourceOptions: ParsableArguments {
     func validate() throws {
         guard fps > 0, fps <= 1000 else { throw ValidationError("--fps must be between 0 and 1000") }
         guard buffers >= 1, buffers <= 32 else { throw ValidationError("--buffers must be between 1 and 32") }
-        guard frameTimeout > 0 else { throw ValidationError("--frame-timeout must be positive") }
+        // Bounded: infinity passed "> 0" and trapped when made into milliseconds.
+        guard frameTimeout > 0, frameTimeout <= 3600 else { throw ValidationError("--frame-timeout must be between 0 and 3600 seconds") }
         for device in devices where device != "test-pattern" && device != "none" {
             do { _ = try DeviceName(parsing: device) } catch { throw ValidationError(error.description) }
         }

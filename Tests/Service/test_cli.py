@@ -143,6 +143,56 @@ def test_a_duration_that_is_no_number_of_seconds_is_a_usage_error(value):
     assert "--duration must be a positive number of seconds" in proc.stderr, proc.stderr
 
 
+@pytest.mark.parametrize("value", ["inf", "1e16", "3601"])
+def test_a_frame_timeout_beyond_an_hour_is_a_usage_error(value):
+    # inf passed "> 0" and trapped when made into milliseconds (with a real device; the usage
+    # check comes first, so the test pattern shows it as well).
+    proc = run(["capture", "--device", "test-pattern", f"--frame-timeout={value}", "--frames", "1"])
+    assert proc.returncode == EXIT_USAGE, (proc.returncode, proc.stderr[-2000:])
+    assert "--frame-timeout must be between 0 and 3600 seconds" in proc.stderr, proc.stderr
+
+
+def test_subscribe_waits_with_seconds_past_what_an_int_holds(tmp_path):
+    # subscribe printed --wait-for-stream (and --reconnect-window) as whole seconds through an
+    # Int: 1e19 trapped as soon as it had joined the session. Now it waits for a stream, as
+    # asked, until Ctrl-C.
+    from pipe_lines import PipeLines
+    secret = tmp_path / "router.secret"
+    router = subprocess.Popen([BIN, "router", "--listen", "127.0.0.1:0", "--secret-file", str(secret)],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    subscriber = None
+    try:
+        url, lines, deadline = None, PipeLines(router.stdout), time.monotonic() + 30
+        while url is None and (line := lines.next(deadline, router)) is not None:
+            if line.startswith("router: listening on "):
+                url = line.split()[-1]
+        assert url, f"the router did not say where it listens (exit {router.poll()})"
+        created = run(["session", "create", "--router", url, "--secret-file", str(secret)])
+        assert created.returncode == 0, created.stderr
+        token = run(["token", "--secret-file", str(secret), "--session", created.stdout.strip(), "--role", "subscriber"])
+        assert token.returncode == 0, token.stderr
+        subscriber = subprocess.Popen([BIN, "subscribe", "--session", f"{url}/v2/sessions/{created.stdout.strip()}",
+                                       "--token", token.stdout.strip(), "--wait-for-stream", "1e19",
+                                       "--reconnect-window", "1e19", "--audio-out", "none"],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        said, errors, deadline = [], PipeLines(subscriber.stderr), time.monotonic() + 30
+        while (line := errors.next(deadline, subscriber)) is not None:
+            said.append(line)
+            if "waiting for the first stream" in line:
+                break
+        assert any("waiting for the first stream" in line for line in said), (subscriber.poll(), "".join(said)[-2000:])
+        subscriber.send_signal(signal.SIGINT)
+        rest = errors.rest(subscriber, 30)
+        # Ctrl-C while waiting for a stream ends it by the signal itself (-2), as before; a trap would be -4 or -5.
+        assert subscriber.returncode in (0, -signal.SIGINT) and "Fatal error" not in rest, \
+            (subscriber.returncode, ("".join(said) + rest)[-2000:])
+    finally:
+        for proc in (subscriber, router):
+            if proc and proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
+
+
 @pytest.mark.parametrize("limit", [["--duration", "1e300"], ["--frames", "9223372036854775807"]])
 def test_a_huge_limit_captures_until_interrupted(limit):
     # Both once trapped converting seconds to an Int (the first also printing them). Now the
