@@ -23,18 +23,44 @@ public struct ConfigurationFile: Sendable {
 
     /// Reads and parses the file at `path`.
     public static func load(path: String) throws(ConfigurationError) -> ConfigurationFile {
-        let text: String
-        do {
-            text = try String(contentsOfFile: path, encoding: .utf8)
-        } catch {
-            let reason = FileManager.default.fileExists(atPath: path) ? "not readable as UTF-8 text (\(error.localizedDescription))" : "no such file"
-            throw ConfigurationError(path: path, line: nil, section: nil, key: nil, problem: .unreadable(reason: reason))
+        func unreadable(_ reason: String) -> ConfigurationError {
+            ConfigurationError(path: path, line: nil, section: nil, key: nil, problem: .unreadable(reason: reason))
         }
+        guard let handle = FileHandle(forReadingAtPath: path) else {
+            throw unreadable(FileManager.default.fileExists(atPath: path) ? "not readable (permission denied?)" : "no such file")
+        }
+        defer { try? handle.close() }
+        // Read up to a bound: --config /dev/zero read until memory ran out.
+        let data: Data
+        do { data = try handle.read(upToCount: maxBytes + 1) ?? Data() } catch {
+            throw unreadable("not readable (\(error.localizedDescription))")
+        }
+        guard data.count <= maxBytes else { throw unreadable("larger than \(maxBytes >> 10) KiB") }
+        guard let text = String(data: data, encoding: .utf8) else { throw unreadable("not readable as UTF-8 text") }
         return try ConfigurationFile(text: text, path: path)
+    }
+
+    /// The largest configuration file read.
+    public static let maxBytes = 1 << 20
+
+    /// A NUL, raw or escaped, is refused before the TOML reader sees it: the reader
+    /// (TOMLKit over toml++) cuts text at a raw NUL, dropping the rest of the file
+    /// unsaid, and trapped on a key holding an escaped one (`"a\u0000" = 1`).
+    /// An escaped backslash before "u0000" is refused too; no setting needs one.
+    private static func nulLine(in text: String) -> Int? {
+        for (number, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated()
+        where line.contains("\u{0}") || line.contains("\\u0000") || line.contains("\\U00000000") {
+            return number + 1
+        }
+        return nil
     }
 
     /// Parses `text`; `path` is only used in errors.
     public init(text: String, path: String) throws(ConfigurationError) {
+        if let line = Self.nulLine(in: text) {
+            throw ConfigurationError(path: path, line: line, section: nil, key: nil,
+                                     problem: .syntax(reason: "a NUL character (raw, \\u0000 or \\U00000000) is not allowed"))
+        }
         let table: TOMLTable
         do {
             table = try TOMLTable(string: text)

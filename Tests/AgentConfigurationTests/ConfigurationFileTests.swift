@@ -89,4 +89,27 @@ import Testing
             #expect(error.problem == .unreadable(reason: "no such file"))
         }
     }
+
+    /// toml++ takes "\u0000" in a key; TOMLKit then read the key back cut at the NUL and
+    /// trapped looking it up. A raw NUL made TOMLKit drop the rest of the file unsaid.
+    @Test(arguments: ["[publish]\n\"a\\u0000\" = 1\n", "[publish]\nfps = 5\n[\"x\\U00000000\"]\n", "[publish]\nfps = 5\u{0}\nsize = \"1x1\"\n"])
+    func aNulIsRefusedWithItsLine(text: String) {
+        do {
+            _ = try ConfigurationFile(text: text, path: "c.toml")
+            Issue.record("a NUL was taken")
+        } catch {
+            #expect(error.line == 2 || error.line == 3)
+            #expect(error.description.contains("a NUL character"))
+        }
+    }
+
+    /// --config /dev/zero read until memory ran out.
+    @Test func aFileWithoutEndIsRefusedAtTheBound() {
+        do {
+            _ = try ConfigurationFile.load(path: "/dev/zero")
+            Issue.record("/dev/zero loaded")
+        } catch {
+            #expect(error.problem == .unreadable(reason: "larger than 1024 KiB"))
+        }
+    }
 }

@@ -159,3 +159,11 @@ import Testing
         #expect(all[..<first].allSatisfy { !$0.isFinal })
     }
 }
+
+@Suite struct WhisperConfigurationTests {
+    /// $CAMAGENT_CAPTIONS_FINAL_BEAM=3000000000 trapped on the first final (made an Int32).
+    @Test(arguments: [(3_000_000_000, 16), (17, 16), (5, 5), (0, 1), (-4, 1)])
+    func theFinalBeamIsBounded(asked: Int, kept: Int) throws {
+        #expect(try WhisperConfiguration(prefix: "/nonexistent", finalBeamSize: asked).finalBeamSize == kept)
+    }
+}

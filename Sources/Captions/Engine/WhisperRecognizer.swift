@@ -50,7 +50,8 @@ public struct WhisperConfiguration: Sendable, Equatable {
         self.threads = threads
         // $CAMAGENT_CAPTIONS_FINAL_BEAM: for measuring (Benchmarks/captions.py), as the VAD's.
         let beamFromEnvironment = getenv("CAMAGENT_CAPTIONS_FINAL_BEAM").flatMap { Int(String(cString: $0)) }
-        self.finalBeamSize = max(1, finalBeamSize ?? beamFromEnvironment ?? 3)
+        // 1...16: whisper.cpp's beams are few; 3,000,000,000 trapped when made an Int32.
+        self.finalBeamSize = min(16, max(1, finalBeamSize ?? beamFromEnvironment ?? 3))
         self.audioContext = audioContext
     }
 

@@ -74,6 +74,11 @@ public struct WAVFile: Sendable {
     /// Interleaved samples.
     public var samples: [Int16]
 
+    /// The largest file read: 256 MiB, 23 minutes of 48 kHz stereo.
+    public static let maxFileBytes = 256 << 20
+    public static let sampleRates = 1000...384_000
+    public static let maxChannels = 32
+
     public init(path: String) throws(MediaFileError) {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw .cannotOpen(path: path, errno: errno) }
@@ -85,6 +90,10 @@ public struct WAVFile: Sendable {
             if n < 0 { if errno == EINTR { continue }; throw .cannotOpen(path: path, errno: errno) }
             if n == 0 { break }
             bytes += chunk[0..<n]
+            // A bound, or --audio file:/dev/zero reads until memory runs out.
+            guard bytes.count <= Self.maxFileBytes else {
+                throw .malformed(path: path, reason: "larger than \(Self.maxFileBytes >> 20) MiB")
+            }
         }
         func u32(_ i: Int) -> Int { Int(bytes[i]) | Int(bytes[i + 1]) << 8 | Int(bytes[i + 2]) << 16 | Int(bytes[i + 3]) << 24 }
         func u16(_ i: Int) -> Int { Int(bytes[i]) | Int(bytes[i + 1]) << 8 }
@@ -107,6 +116,11 @@ public struct WAVFile: Sendable {
         }
         guard formatTag == 1 || formatTag == 0xFFFE, bits == 16, chans > 0, rate > 0, let data else {
             throw .malformed(path: path, reason: "only 16-bit PCM WAV files are supported")
+        }
+        // A rate of 1 Hz made converting to 48 kHz ask for 48,000 times the file; 65535 channels
+        // made a player's buffers absurd. Real files sit well inside these.
+        guard Self.sampleRates.contains(rate), chans <= Self.maxChannels else {
+            throw .malformed(path: path, reason: "\(rate) Hz, \(chans) channels: camagent takes \(Self.sampleRates.lowerBound)-\(Self.sampleRates.upperBound) Hz and at most \(Self.maxChannels) channels")
         }
         sampleRate = rate
         channels = chans
