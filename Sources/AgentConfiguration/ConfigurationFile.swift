@@ -30,7 +30,7 @@ public struct ConfigurationFile: Sendable {
             throw unreadable(FileManager.default.fileExists(atPath: path) ? "not readable (permission denied?)" : "no such file")
         }
         defer { try? handle.close() }
-        // Read up to a bound: --config /dev/zero read until memory ran out.
+        // Read up to a bound: the file was read whole, whatever its size (a FIFO fed forever).
         let data: Data
         do { data = try handle.read(upToCount: maxBytes + 1) ?? Data() } catch {
             throw unreadable("not readable (\(error.localizedDescription))")

@@ -114,8 +114,8 @@ public struct ConsoleLogHandler: LogHandler {
         return String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
-    /// write(2) on fd 2, one call per line: lines from several threads do not interleave.
-    /// Queued for the output thread (`OutputQueue`): a stderr nobody reads never holds up the thread that logs.
+    /// Queued whole for the output thread (`OutputQueue`): lines from several threads do not
+    /// interleave, and a stderr nobody reads never holds up the thread that logs.
     @Sendable public static func writeToStandardError(_ line: String) {
         OutputQueue.standard.enqueue(2, line)
     }

@@ -348,7 +348,11 @@ package final class PeerTransport: @unchecked Sendable {   // `run` state belong
             switch first {
             case 20...63:
                 // Only from the peer's own addresses: a forged alert or record ended the connection.
-                if agent.isKnownRemote(from) { handleDTLS(datagram) } else { logger.debug("DTLS from \(from), not a peer's address: dropped") }
+                guard agent.isKnownRemote(from) else {
+                    logger.debug("DTLS from \(from), not a peer's address: dropped")
+                    continue
+                }
+                handleDTLS(datagram)
             case 128...191 where count >= 2 && (192...223).contains(datagram[1]): handleRTCP(datagram, now: now)
             case 128...191 where receiver != nil: handleRTP(datagram, now: now)
             default: break   // RTP towards a send-only publisher, or noise
