@@ -6,7 +6,7 @@ enum ICECredentials {
     static let maxLength = 256
 
     static func areWithinLimits(ufrag: String, password: String) -> Bool {
-        !ufrag.isEmpty && !password.isEmpty && ufrag.utf8.count <= maxLength && password.utf8.count <= maxLength
+        ufrag.utf8.count <= maxLength && password.utf8.count <= maxLength
     }
 
     static let beyondLimits = SDPError.missing("ICE credentials of at most \(maxLength) bytes each (a=ice-ufrag, a=ice-pwd)")

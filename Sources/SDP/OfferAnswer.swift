@@ -148,7 +148,8 @@ public struct PublisherAnswer: Hashable, Sendable {
     /// with the answer's payload type.
     public init(_ answer: SessionDescription, to offer: PublisherOffer) throws(SDPError) {
         guard let first = answer.media.first else { throw .missing("media section") }
-        guard let ufrag = answer.value("ice-ufrag", in: first), let pwd = answer.value("ice-pwd", in: first) else {
+        guard let ufrag = answer.value("ice-ufrag", in: first), let pwd = answer.value("ice-pwd", in: first),
+              !ufrag.isEmpty, !pwd.isEmpty else {
             throw .missing("ICE credentials (a=ice-ufrag, a=ice-pwd)")
         }
         guard ICECredentials.areWithinLimits(ufrag: ufrag, password: pwd) else { throw ICECredentials.beyondLimits }

@@ -54,7 +54,3 @@ func fail(_ error: CaptureError) -> ExitCode {
     return ExitCode(ExitCodes.code(for: error))
 }
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
