@@ -50,7 +50,8 @@ public final class ICEAgent {
         public var nominationWait: Double = 0.5
         /// Consent requests go out at a random interval in this range (RFC 7675 §5.1: 5 s ± 20 %).
         public var consentInterval: ClosedRange<Double> = 4...6
-        /// Without consent confirmed for this long the agent reports `disconnected`...
+        /// With nothing heard from the peer for this long (no consent confirmed, no
+        /// authenticated media: see `peerProvedAlive`) the agent reports `disconnected`...
         public var disconnectedAfter: Double = 12
         /// ...and for this long, `failed` (RFC 7675: 30 s).
         public var consentTimeout: Double = 30
@@ -102,7 +103,11 @@ public final class ICEAgent {
     private var nextConsentTime = 0.0
     /// When consent on the selected pair was last confirmed (an authenticated response;
     /// for a lite agent, an authenticated check from the peer). Nil until connected.
-    public private(set) var lastConsent: Double?
+    public private(set) var lastConsent: Double? { didSet { if let lastConsent { lastHeard = lastConsent } } }
+    /// When the peer was last heard on the selected pair: consent confirmed, or (as the
+    /// transport tells `peerProvedAlive`) authenticated media or reports arrived. It decides
+    /// `disconnected`; consent alone decides `failed` (RFC 7675). Nil until connected.
+    public private(set) var lastHeard: Double?
     /// Seconds, from the last check or consent transaction answered without a retransmission.
     public private(set) var roundTripTime: Double?
 
@@ -294,13 +299,17 @@ public final class ICEAgent {
         return true
     }
 
-    /// A lite agent's peer proved alive another way: authenticated media or
-    /// reports (SRTP, SRTCP) arrived. Some full agents (libnice, in
-    /// GStreamer's webrtcbin) send no consent checks to a lite peer, only
-    /// media, so for a lite agent what the peer sends under its keys counts as consent.
+    /// The peer proved alive another way: authenticated media or reports
+    /// (SRTP, SRTCP) arrived on the selected pair. It keeps any agent from
+    /// `disconnected`: under heavy loss a consent transaction may go
+    /// unanswered for 8 s while media still flows (30 % loss each way did it
+    /// about once a minute), and that is no reason to drop the connection.
+    /// For a lite agent it counts as consent too: some full agents (libnice, in
+    /// GStreamer's webrtcbin) send a lite peer no consent checks, only media.
+    /// A full agent still needs its consent answered within `consentTimeout`.
     public func peerProvedAlive(now: Double) {
-        guard lite, selectedPair != nil else { return }
-        lastConsent = now
+        guard selectedPair != nil else { return }
+        if lite { lastConsent = now } else { lastHeard = now }
     }
 
     /// Pacing (Ta), retransmissions (RTO), nomination, consent freshness, timeouts.
@@ -313,9 +322,9 @@ public final class ICEAgent {
         func consider(_ t: Double) { deadline = min(deadline ?? t, t) }
         guard let startTime, state != .new else { return deadline }
         if !lite && remotePassword != nil && hasCheckToSend { consider(nextCheckTime) }
-        if selectedPair != nil, let lastConsent {
+        if selectedPair != nil, let lastConsent, let lastHeard {
             if !lite { consider(nextConsentTime) }
-            if state == .connected { consider(lastConsent + timing.disconnectedAfter) }
+            if state == .connected { consider(lastHeard + timing.disconnectedAfter) }
             consider(lastConsent + timing.consentTimeout)
         } else {
             consider(startTime + timing.checkingTimeout)
@@ -571,11 +580,12 @@ public final class ICEAgent {
                 fail("every candidate pair failed (\(pairs.count))", now: now)
             }
         case .connected, .disconnected:
-            guard let lastConsent else { return }
+            guard let lastConsent, let lastHeard else { return }
             // Compared as the deadlines are computed, so that a tick at exactly a deadline acts.
             if now >= lastConsent + timing.consentTimeout {
-                fail("consent lost: nothing from \(selected.map { "\($0.remote)" } ?? "the peer") for \(timing.consentTimeout) s", now: now)
-            } else if now >= lastConsent + timing.disconnectedAfter {
+                let peer = selected.map { "\($0.remote)" } ?? "the peer"
+                fail("consent lost: \(peer) \(lite ? "sent nothing" : "answered no consent check") for \(timing.consentTimeout) s", now: now)
+            } else if now >= lastHeard + timing.disconnectedAfter {
                 setState(.disconnected)
             } else {
                 setState(.connected)

@@ -66,6 +66,55 @@ struct ICEFakeClockTests {
         #expect(a.selected == nil)
     }
 
+    /// Under heavy loss a consent transaction can go unanswered for 8 s while media
+    /// still flows (30 % loss each way did it about once a minute in the fault-link
+    /// tests): authenticated media keeps a full agent from `disconnected`, which a
+    /// subscriber or publisher treats as a dropped connection. Consent still rules
+    /// `failed`: 30 s without an answered check ends it, media or not (RFC 7675).
+    @Test func mediaKeepsAFullAgentConnectedButNotPastConsent() {
+        let net = FakeNetwork()
+        let a = net.add(role: .controlling, addresses: [Self.aAddress], label: "ice.a")
+        let b = net.add(role: .controlled, addresses: [Self.bAddress], label: "ice.b")
+        FakeNetwork.introduce(a, b)
+        a.start(now: 0)
+        b.start(now: 0)
+        #expect(net.run(until: 5) { a.state == .connected })
+        // Every STUN message lost from here on; media from b reaches a every half second.
+        net.drop = { _, _ in true }
+        let cut = net.now
+        let lastConsent = a.lastConsent ?? 0
+        let seen = net.states(of: a).count
+        var t = cut
+        while t < cut + 25 {
+            t += 0.5
+            net.run(until: t)
+            a.peerProvedAlive(now: net.now)
+        }
+        #expect(!net.states(of: a)[seen...].contains(.disconnected), "media flowed: never disconnected")
+        #expect(a.state == .connected && a.lastConsent == lastConsent && a.lastHeard == net.now)
+        while a.state != .failed && t < cut + 40 {
+            t += 0.5
+            net.run(until: t)
+            a.peerProvedAlive(now: net.now)
+        }
+        #expect(a.state == .failed)
+        #expect(net.now - lastConsent >= 30 && net.now - lastConsent <= 30.5, "failed \(net.now - lastConsent) s after the last consent")
+
+        // Without the media, the same loss is `disconnected` after 8 s, as before.
+        let net2 = FakeNetwork()
+        let c = net2.add(role: .controlling, addresses: [Self.aAddress], label: "ice.c")
+        let d = net2.add(role: .controlled, addresses: [Self.bAddress], label: "ice.d")
+        c.timing.disconnectedAfter = 8
+        FakeNetwork.introduce(c, d)
+        c.start(now: 0)
+        d.start(now: 0)
+        #expect(net2.run(until: 5) { c.state == .connected })
+        net2.drop = { _, _ in true }
+        let heard = c.lastHeard ?? 0
+        #expect(net2.run(until: net2.now + 20) { c.state == .disconnected })
+        #expect(net2.now - heard >= 8 && net2.now - heard <= 8.01)
+    }
+
     @Test func aWrongPasswordGets401AndNeverConnects() {
         let net = FakeNetwork()
         let a = net.add(role: .controlling, addresses: [Self.aAddress], label: "ice.a")

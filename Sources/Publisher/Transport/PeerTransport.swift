@@ -320,9 +320,10 @@ package final class PeerTransport: @unchecked Sendable {   // `run` state belong
         case (.connected, .failed), (.connected, .closed):
             setPhase(.failed(.consentLost))
         case (.connected, .disconnected) where failWhenDisconnected:
-            // Consent checks went unanswered for a while. A WHIP publisher
-            // gains nothing by waiting the full 30 s for consent to expire:
-            // the session is treated as gone and re-established.
+            // Nothing from the peer for a while: no consent answered, no
+            // media, no reports. A WHIP publisher (or a subscriber) gains nothing
+            // by waiting the full 30 s for consent to expire: the session is
+            // treated as gone and re-established.
             setPhase(.failed(.consentLost))
         case (.securing, _):
             if let dtls, let delay = dtls.retransmitDelay, delay <= 0 { send(dtls.retransmit()) }
