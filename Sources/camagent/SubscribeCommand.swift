@@ -148,6 +148,11 @@ struct SubscribeCommand: ParsableCommand {
         let logger = global.makeLogger()
         let out = SubscriberPrinter(json: json)
         try checkTrustedCertificatesFile(tlsCA)
+        // Ctrl-C and SIGTERM stop cleanly from here on: while the stream is awaited too
+        // (the session is left with a goodbye, not killed mid-wait).
+        let stopRequested = PThreadLocked(false)
+        let signals = SignalStop { stopRequested.withLock { $0 = true } }
+        defer { withExtendedLifetime(signals) {} }
 
         // The renderers first: an unwritable file, a missing or busy device fails before any network.
         let videoRenderer: (any VideoRenderer)?
@@ -165,6 +170,10 @@ struct SubscribeCommand: ParsableCommand {
         var joined: (session: Session, stream: SessionStream, watch: SessionWatch)?
         // The publisher's video off and on, printed once per change (see below).
         var publishedVideo: PublishedVideo?
+        // Left with a goodbye however run() ends (the router then says clientDisconnected,
+        // not networkDisconnected): after the stream, and when none came or the token may not subscribe.
+        var joinedSession: Session?
+        defer { joinedSession?.disconnect() }
         if let session, let token {
             // The signalling rejoins within the media's own reconnect window.
             let client = Session(url: session, token: token, timeout: httpTimeout, allowInsecureTLS: insecureTLS, trustedCertificatesFile: tlsCA,
@@ -172,6 +181,7 @@ struct SubscribeCommand: ParsableCommand {
             let watch = SessionWatch { event in out.signalling(event) }
             client.delegate = watch
             do { try client.connect() } catch { throw fail(error) }
+            joinedSession = client
             // A publisher-only token may join but not subscribe: say so now, not after
             // waiting for a stream that it could not take anyway.
             if let capabilities = client.capabilities, !capabilities.subscribe {
@@ -179,9 +189,13 @@ struct SubscribeCommand: ParsableCommand {
                 throw ExitCode(ExitCodes.unauthorized)
             }
             let left = (duration ?? .infinity) - (MonotonicTimestamp.now() - started).secondsDouble
-            let chosen = try choose(in: client, out: out, waitingUpTo: max(0, min(waitForStream, left)),
-                                    bound: left < waitForStream ? "within --duration \(Self.seconds(duration ?? 0))"
-                                        : "after \(Self.seconds(waitForStream))")
+            guard let chosen = try choose(in: client, out: out, waitingUpTo: max(0, min(waitForStream, left)),
+                                          bound: left < waitForStream ? "within --duration \(Self.seconds(duration ?? 0))"
+                                              : "after \(Self.seconds(waitForStream))",
+                                          stopRequested: stopRequested) else {
+                out.stoppedWaiting()
+                return
+            }
             var onCaptions: (@Sendable (Bool) -> Void)?
             if captions { onCaptions = { @Sendable on in out.captions(on) } }
             // The publisher turning its video off and on: the router tells the subscriber
@@ -199,7 +213,6 @@ struct SubscribeCommand: ParsableCommand {
         } else {
             endpoint = whep!
         }
-        defer { joined?.session.disconnect() }
 
         var settings = SubscriberSettings()
         settings.receiveAudio = !noAudio
@@ -242,9 +255,6 @@ struct SubscribeCommand: ParsableCommand {
         out.starting(streamLabel, endpoint: endpoint,
                      outputs: [videoRenderer.map { _ in "video → \(videoOut)" }, audioRenderer.map { _ in "audio → \(audioOut)" }].compactMap { $0 })
 
-        let stopRequested = PThreadLocked(false)
-        let signals = SignalStop { stopRequested.withLock { $0 = true } }
-        defer { withExtendedLifetime(signals) {} }
         subscriber.start()
         if stdinControl {
             StdinControl.start(takesResolution: session != nil) { command in
@@ -306,12 +316,13 @@ struct SubscribeCommand: ParsableCommand {
     }
 
     /// The stream asked for, waiting up to `seconds` (--wait-for-stream, within
-    /// --duration) for it to be published.
+    /// --duration) for it to be published; nil once a stop is requested.
     private func choose(in session: Session, out: SubscriberPrinter, waitingUpTo seconds: Double,
-                        bound: String) throws -> SessionStream {
+                        bound: String, stopRequested: PThreadLocked<Bool>) throws -> SessionStream? {
         let deadline = MonotonicTimestamp.now().seconds + seconds
         var announced = false
         while true {
+            if stopRequested.withLock({ $0 }) { return nil }
             let list = session.streams
             let found: SessionStream? = if let stream { list.first { $0.streamId == stream } }
                 else if let name { list.first { $0.name == name } }
@@ -487,6 +498,14 @@ final class SubscriberPrinter: Sendable {
     func waiting(for stream: String) {
         if json { line(EventLine(event: "subscribe", state: "waiting", stream: stream)) } else {
             status.show("waiting for \(stream) to be published…")
+        }
+    }
+
+    /// Stopped (Ctrl-C, SIGTERM) before the stream was there: a clean end, exit 0.
+    func stoppedWaiting() {
+        if json { line(EventLine(event: "subscribe", state: "stopped", reason: "stopped while waiting for the stream")) } else {
+            finishStatusLine()
+            printError("subscribe: stopped while waiting for the stream")
         }
     }
 

@@ -10,6 +10,7 @@ timeout; nothing asserts on time.
 """
 import json
 import os
+import signal
 import subprocess
 import time
 import wave
@@ -255,6 +256,37 @@ def test_subscribe_exit_codes(net, workdir):
     assert events(lines, "summary")[-1]["video"]["framesDecoded"] > 0, lines
     publisher.wait(timeout=60)
     assert publisher.returncode == 0
+
+
+def test_ctrl_c_while_waiting_for_the_stream_ends_cleanly(net, workdir):
+    """Ctrl-C while no stream is there yet: a clean stop (exit 0, "stopped"), and the session is
+    left with a goodbye, so the others hear clientDisconnected at once, not networkDisconnected
+    after the rejoin grace. (It used to die by SIGINT, -2: the handler came only with the stream.)"""
+    router = Router(net, workdir)
+    session = router.create_session()
+    url = router.session_url(session)
+    watcher = SessionWatcher(net, url, router.token(session, "moderator"))
+    try:
+        watcher.wait_for("connected")
+        proc = net.start([BIN, "subscribe", "--session", url, "--token", router.token(session, "subscriber"),
+                          "--first", "--wait-for-stream", "120", "--json"], "camagent-subscriber", workdir)
+        seen = []
+        for line in output_lines(proc, 60, seen):
+            if '"waiting"' in line:
+                break
+        else:
+            raise AssertionError("never waiting:\n" + "".join(seen) + open(proc.log_path).read()[-2000:])
+        created = watcher.wait_for("connectionCreated")
+        proc.send_signal(signal.SIGINT)
+        rest = rest_of_output(proc, 30)
+        assert proc.returncode == 0, (proc.returncode, open(proc.log_path).read()[-2000:])
+        stopped = [e for e in json_lines("".join(seen) + rest) if e.get("event") == "subscribe"]
+        assert [e["state"] for e in stopped] == ["waiting", "stopped"], stopped
+        gone = watcher.wait_for("connectionDestroyed",
+                                lambda m: m["connectionId"] == created["connection"]["connectionId"], timeout=30)
+        assert gone["reason"] == "clientDisconnected", gone
+    finally:
+        watcher.close()
 
 
 def test_a_force_disconnected_publisher_ends_the_subscription_with_that_reason(net, workdir):
