@@ -258,6 +258,21 @@ class SessionWatcher:
         self._thread.join(timeout=10)
 
 
+def watched_session(net, workdir):
+    """A router with one new session: (router, session, url, watcher), the watcher a moderator's
+    SessionWatcher that has seen `connected`. The caller closes the watcher."""
+    router = Router(net, workdir)
+    session = router.create_session()
+    url = router.session_url(session)
+    watcher = SessionWatcher(net, url, router.token(session, "moderator"))
+    try:
+        watcher.wait_for("connected")
+    except BaseException:
+        watcher.close()
+        raise
+    return router, session, url, watcher
+
+
 class CuttableLink:
     """A TCP relay in front of the router, inside the test's namespace, whose open
     connections the test can cut (both ends reset at once), as a network drop or a NAT

@@ -12,7 +12,7 @@ import os
 import signal
 
 from publish_support import BIN, HERE, PY, ROOT, check_audio, check_video, track_brief
-from router_support import Router, SessionWatcher, drain, http
+from router_support import Router, SessionWatcher, drain, http, watched_session
 
 WATCH = 6
 # webrtcbin runs on Debian's python3 (python3-gi, python3-gst-1.0), not the test venv.
@@ -174,10 +174,7 @@ def test_stream_events_follow_publish_and_delete(net, workdir, pattern_y4m):
     DELETEs, in that order; the stream object carries the contract's fields. A subscriber
     that decodes none of the stream's video codecs gets its audio, and videoDisabled with
     reason codecNotSupported."""
-    router = Router(net, workdir)
-    session = router.create_session()
-    url = router.session_url(session)
-    watcher = SessionWatcher(net, url, router.token(session, "moderator"))
+    router, session, url, watcher = watched_session(net, workdir)
     try:
         connected = watcher.wait_for("connected")
         assert connected["streams"] == [] and connected["capabilities"]["forceDisconnect"], connected
@@ -216,12 +213,8 @@ def test_h264_is_forwarded_and_its_size_read_from_the_sps(net, workdir):
     """camagent publishes H.264 (640x360: the SPS crops 368 rows to 360) into a routed session;
     the stream's videoDimensions come from the SPS, and an aiortc subscriber decodes the
     forwarded H.264 pattern."""
-    router = Router(net, workdir)
-    session = router.create_session()
-    url = router.session_url(session)
-    watcher = SessionWatcher(net, url, router.token(session, "moderator"))
+    router, session, url, watcher = watched_session(net, workdir)
     try:
-        watcher.wait_for("connected")
         publisher = drain(net.start([BIN, "publish", "--device", "test-pattern", "--audio", "none", "--session", url,
                                      "--token", router.token(session, "publisher"), "--codec", "h264",
                                      "--size", "640x360", "--fps", "15", "--duration", str(WATCH + 10), "--json"],

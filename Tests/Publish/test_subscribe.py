@@ -22,7 +22,7 @@ from pattern import decode_counter, read_y4m
 from publish_support import (BIN, EXIT_UNAUTHORIZED, EXIT_UNREACHABLE, EXIT_USAGE, MAX_COUNTER_GAP,
                              MAX_MISSING_SHARE, MIN_READ_SHARE, TONE_HZ, TONE_TOLERANCE_HZ, json_lines)
 from publish_support import HERE, PY, output_lines, read_line, rest_of_output
-from router_support import Router, SessionWatcher, drain, http
+from router_support import Router, SessionWatcher, drain, http, watched_session
 
 EXIT_OUTPUT = 73
 EXIT_NO_SUCH_STREAM = 85
@@ -262,12 +262,8 @@ def test_ctrl_c_while_waiting_for_the_stream_ends_cleanly(net, workdir):
     """Ctrl-C while no stream is there yet: a clean stop (exit 0, "stopped"), and the session is
     left with a goodbye, so the others hear clientDisconnected at once, not networkDisconnected
     after the rejoin grace. (It used to die by SIGINT, -2: the handler came only with the stream.)"""
-    router = Router(net, workdir)
-    session = router.create_session()
-    url = router.session_url(session)
-    watcher = SessionWatcher(net, url, router.token(session, "moderator"))
+    router, session, url, watcher = watched_session(net, workdir)
     try:
-        watcher.wait_for("connected")
         proc = net.start([BIN, "subscribe", "--session", url, "--token", router.token(session, "subscriber"),
                           "--first", "--wait-for-stream", "120", "--json"], "camagent-subscriber", workdir)
         seen = []
