@@ -16,6 +16,11 @@ import Glibc
 /// dropped and counted, and once the reader catches up stderr says how many
 /// were lost: a slow reader loses lines rather than stopping the agent.
 /// At exit (`flush`) the writer gets a few seconds to empty it.
+///
+/// A reader that goes away (`publish --json | head -3`: EPIPE, SIGPIPE being
+/// ignored) is not written to again, and whoever asked (`whenReaderGone`) is
+/// told: a long-running command stops cleanly then, as on SIGTERM, rather than
+/// being killed by SIGPIPE mid-session or running on with nobody reading.
 public final class OutputQueue: Sendable {
     /// The process's one queue for fds 1 and 2.
     public static let standard = OutputQueue(capacity: 1 << 20)
@@ -33,16 +38,20 @@ public final class OutputQueue: Sendable {
         var dropped: [Int32: Int] = [:]
         var writing = false
         var thread: DeviceThread?
+        /// Descriptors whose reader went away: their lines are dropped unwritten.
+        var gone: Set<Int32> = []
+        var onGone: [@Sendable () -> Void] = []
     }
 
     public let capacity: Int
     private let state = PThreadLocked(State())
     private let wake = WakeEvent()
-    private let write: @Sendable (Int32, String) -> Void
+    private let write: @Sendable (Int32, String) -> Bool
 
     /// `write` writes one whole line, however long the reader takes (by default
-    /// write(2) until all of it is taken); tests pass a slow or stuck one.
-    public init(capacity: Int, write: (@Sendable (Int32, String) -> Void)? = nil) {
+    /// write(2) until all of it is taken), false if the reader went away; tests
+    /// pass a slow, stuck or closed one.
+    public init(capacity: Int, write: (@Sendable (Int32, String) -> Bool)? = nil) {
         self.capacity = capacity
         self.write = write ?? { writeWhole($0, $1) }
     }
@@ -56,6 +65,7 @@ public final class OutputQueue: Sendable {
             if s.thread == nil {
                 s.thread = DeviceThread(name: "camagent-output") { [self] in run() }
             }
+            if s.gone.contains(fd) { return false }
             guard s.bytes + size <= capacity else {
                 s.dropped[fd, default: 0] += 1
                 return false
@@ -80,6 +90,19 @@ public final class OutputQueue: Sendable {
         return false
     }
 
+    /// Runs `action` (on the output thread) once a descriptor's reader has gone
+    /// away, or now if one has already.
+    public func whenReaderGone(_ action: @escaping @Sendable () -> Void) {
+        let already = state.withLock { s -> Bool in
+            if s.gone.isEmpty { s.onGone.append(action) }
+            return !s.gone.isEmpty
+        }
+        if already { action() }
+    }
+
+    /// Descriptors whose reader went away.
+    public var goneDescriptors: Set<Int32> { state.withLock { $0.gone } }
+
     /// Lines dropped so far and not yet reported, per descriptor (for tests).
     public var droppedCounts: [Int32: Int] { state.withLock { $0.dropped } }
 
@@ -90,7 +113,7 @@ public final class OutputQueue: Sendable {
                 s.pending = []
                 // Room again after a loss: say so on stderr, after what did get through.
                 if batch.isEmpty, !s.dropped.isEmpty {
-                    batch = s.dropped.sorted { $0.key < $1.key }.map { fd, count in
+                    batch = s.dropped.sorted { $0.key < $1.key }.filter { !s.gone.contains($0.key) }.map { fd, count in
                         Line(fd: 2, text: lossNotice(fd: fd, lines: count))
                     }
                     s.dropped = [:]
@@ -103,13 +126,26 @@ public final class OutputQueue: Sendable {
                 _ = wake.wait(milliseconds: -1)
                 continue
             }
-            for line in batch { write(line.fd, line.text) }
+            for line in batch where !state.withLock({ $0.gone.contains(line.fd) }) {
+                if !write(line.fd, line.text) { readerGone(line.fd) }
+            }
             let written = batch.reduce(0) { $0 + $1.text.utf8.count }
             state.withLock { s in
                 s.bytes -= written
                 s.writing = false
             }
         }
+    }
+
+    private func readerGone(_ fd: Int32) {
+        let told = state.withLock { s -> [@Sendable () -> Void] in
+            let first = s.gone.isEmpty
+            s.gone.insert(fd)
+            s.dropped[fd] = nil
+            defer { s.onGone = [] }
+            return first ? s.onGone : []
+        }
+        for action in told { action() }
     }
 
     public func lossNotice(fd: Int32, lines: Int) -> String {

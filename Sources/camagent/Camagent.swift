@@ -23,6 +23,9 @@ struct Camagent: ParsableCommand {
     static func main() {
         // Every way out (a return, exit(), ArgumentParser's exit) gives queued output a few seconds to be written.
         atexit { OutputQueue.standard.flush(seconds: 5) }
+        // A reader that goes away is an EPIPE the output thread handles (OutputQueue), not a
+        // SIGPIPE that kills camagent mid-session without a WHIP DELETE or a goodbye to the router.
+        signal(SIGPIPE, SIG_IGN)
         let configured: ConfiguredCommandLine
         do {
             configured = try ConfiguredCommandLine(commandLine: Array(CommandLine.arguments.dropFirst()))

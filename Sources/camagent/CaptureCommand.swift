@@ -4,6 +4,7 @@ import Dispatch
 import Logging
 import MediaFiles
 import MediaTypes
+import SystemdSupport
 import VideoSources
 
 /// `camagent capture`: capture from a camera or the test pattern, optionally
@@ -343,7 +344,8 @@ struct CaptureSummary: Encodable {
     }
 }
 
-/// Turns SIGINT/SIGTERM into a clean stop with a summary.
+/// Turns SIGINT/SIGTERM into a clean stop with a summary; and the reader of
+/// stdout or stderr going away (`camagent publish --json | head -3`) too.
 final class SignalStop: @unchecked Sendable {  // the sources are only kept alive, never touched again
     private let sources: [DispatchSourceSignal]
 
@@ -354,6 +356,11 @@ final class SignalStop: @unchecked Sendable {  // the sources are only kept aliv
             source.setEventHandler(handler: action)
             source.resume()
             return source
+        }
+        OutputQueue.standard.whenReaderGone {
+            let which = OutputQueue.standard.goneDescriptors.contains(1) ? "stdout" : "stderr"
+            printError("camagent: the reader of \(which) went away (broken pipe); stopping")
+            action()
         }
     }
 }

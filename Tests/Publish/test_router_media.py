@@ -11,7 +11,7 @@ import json
 import os
 import signal
 
-from publish_support import BIN, HERE, PY, ROOT, check_audio, check_video, track_brief
+from publish_support import BIN, HERE, PY, ROOT, check_audio, check_video, read_line, track_brief
 from router_support import Router, SessionWatcher, drain, http, watched_session
 
 WATCH = 6
@@ -164,6 +164,30 @@ def test_a_killed_publisher_is_found_gone_by_consent(net, workdir, pattern_y4m):
         assert gone["reason"] == "networkDisconnected", gone
         types = watcher.types()
         assert types.index("streamCreated") < types.index("streamDestroyed") < types.index("connectionDestroyed"), types
+    finally:
+        watcher.close()
+
+
+def test_a_publisher_whose_output_reader_goes_away_leaves_the_session_cleanly(net, workdir):
+    """`camagent publish --json | head -1`: once its stdout's reader is gone it stops as on SIGTERM
+    (exit 0, the stream unpublished, the session left with a goodbye), where SIGPIPE used to kill
+    it (-13) and the others heard networkDisconnected once consent ran out."""
+    router, session, url, watcher = watched_session(net, workdir)
+    try:
+        publisher = net.start([BIN, "publish", "--device", "test-pattern", "--audio", "none", "--session", url,
+                               "--token", router.token(session, "publisher"), "--size", "320x240",
+                               "--duration", "60", "--json"], "camagent-publisher", workdir)
+        stream = watcher.wait_for("streamCreated", timeout=60)["stream"]
+        assert json.loads(read_line(publisher, 30))["event"] == "negotiated"
+        publisher.stdout.close()   # the reader goes away; a stats line a second finds it gone
+        publisher.wait(timeout=30)
+        log = open(publisher.log_path).read()
+        assert publisher.returncode == 0, (publisher.returncode, log[-2000:])
+        assert "the reader of stdout went away (broken pipe); stopping" in log, log[-2000:]
+        destroyed = watcher.wait_for("streamDestroyed", lambda m: m["streamId"] == stream["streamId"])
+        assert destroyed["reason"] == "clientDisconnected", destroyed
+        gone = watcher.wait_for("connectionDestroyed", lambda m: m["connectionId"] == stream["connectionId"])
+        assert gone["reason"] == "clientDisconnected", gone
     finally:
         watcher.close()
 

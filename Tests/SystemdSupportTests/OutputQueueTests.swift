@@ -15,10 +15,11 @@ struct OutputQueueTests {
         /// Lines the writer has started on (the first one stays stuck in it).
         let started = Atomic<Int>(0)
 
-        func write(_ fd: Int32, _ text: String) {
+        func write(_ fd: Int32, _ text: String) -> Bool {
             started.add(1, ordering: .relaxed)
             while !open.load(ordering: .acquiring) { _ = wake.wait(milliseconds: 50) }
             written.withLock { $0.append((fd, text)) }
+            return true
         }
 
         func release() {
@@ -67,5 +68,46 @@ struct OutputQueueTests {
         #expect(queue.enqueue(1, "ok\n"))
         #expect(queue.flush(seconds: 30))
         #expect(reader.written.withLock { $0.map(\.text) } == ["ok\n", queue.lossNotice(fd: 1, lines: 1)])
+    }
+
+    @Test("a reader that goes away (EPIPE on a real pipe) is told once, and its descriptor is not written again")
+    func readerGoneOnARealPipe() throws {
+        signal(SIGPIPE, SIG_IGN)   // as camagent's main does: EPIPE, not death
+        var ends: [Int32] = [0, 0]
+        try #require(pipe(&ends) == 0)
+        defer { close(ends[1]) }
+        let queue = OutputQueue(capacity: 1 << 16)
+        let told = Atomic<Int>(0)
+        queue.whenReaderGone { told.add(1, ordering: .relaxed) }
+        #expect(queue.enqueue(ends[1], "read\n"))
+        #expect(queue.flush(seconds: 30))
+        var buffer = [UInt8](repeating: 0, count: 16)
+        #expect(read(ends[0], &buffer, 16) == 5)
+        close(ends[0])   // the reader goes away
+        #expect(queue.enqueue(ends[1], "lost\n"))
+        #expect(queue.flush(seconds: 30))
+        #expect(told.load(ordering: .relaxed) == 1)
+        #expect(queue.goneDescriptors == [ends[1]])
+        // From now on its lines are refused at once, neither written nor counted as a loss to report.
+        #expect(queue.enqueue(ends[1], "more\n") == false)
+        #expect(queue.droppedCounts.isEmpty && queue.flush(seconds: 30))
+        // Whoever asks later is told at once.
+        queue.whenReaderGone { told.add(1, ordering: .relaxed) }
+        #expect(told.load(ordering: .relaxed) == 2)
+    }
+
+    @Test("the other descriptor is still written after one reader went away")
+    func otherDescriptorGoesOn() {
+        let written = PThreadLocked<[(fd: Int32, text: String)]>([])
+        let queue = OutputQueue(capacity: 1 << 16) { fd, text in
+            guard fd == 2 else { return false }   // stdout's reader is gone
+            written.withLock { $0.append((fd, text)) }
+            return true
+        }
+        #expect(queue.enqueue(1, "a\n") && queue.enqueue(2, "b\n"))
+        #expect(queue.flush(seconds: 30))
+        #expect(queue.enqueue(1, "c\n") == false && queue.enqueue(2, "d\n"))
+        #expect(queue.flush(seconds: 30))
+        #expect(written.withLock { $0.map(\.text) } == ["b\n", "d\n"])
     }
 }
