@@ -302,8 +302,8 @@ public final class ICEAgent {
     /// The peer proved alive another way: authenticated media or reports
     /// (SRTP, SRTCP) arrived on the selected pair. It keeps any agent from
     /// `disconnected`: under heavy loss a consent transaction may go
-    /// unanswered for 8 s while media still flows (30 % loss each way did it
-    /// about once a minute), and that is no reason to drop the connection.
+    /// unanswered for 8 s while media still flows (at 30 % loss each way: in
+    /// about one fault-link test run in seven), and that is no reason to drop the connection.
     /// For a lite agent it counts as consent too: some full agents (libnice, in
     /// GStreamer's webrtcbin) send a lite peer no consent checks, only media.
     /// A full agent still needs its consent answered within `consentTimeout`.

@@ -67,8 +67,8 @@ struct ICEFakeClockTests {
     }
 
     /// Under heavy loss a consent transaction can go unanswered for 8 s while media
-    /// still flows (30 % loss each way did it about once a minute in the fault-link
-    /// tests): authenticated media keeps a full agent from `disconnected`, which a
+    /// still flows (at 30 % loss each way, in about one fault-link test run in seven):
+    /// authenticated media keeps a full agent from `disconnected`, which a
     /// subscriber or publisher treats as a dropped connection. Consent still rules
     /// `failed`: 30 s without an answered check ends it, media or not (RFC 7675).
     @Test func mediaKeepsAFullAgentConnectedButNotPastConsent() {
