@@ -345,7 +345,8 @@ struct CaptureSummary: Encodable {
 }
 
 /// Turns SIGINT/SIGTERM into a clean stop with a summary; and the reader of
-/// stdout or stderr going away (`camagent publish --json | head -3`) too.
+/// stdout or stderr going away (`camagent publish --json | head -3`) too,
+/// unless that reader was systemd's journal.
 final class SignalStop: @unchecked Sendable {  // the sources are only kept alive, never touched again
     private let sources: [DispatchSourceSignal]
 
@@ -358,8 +359,13 @@ final class SignalStop: @unchecked Sendable {  // the sources are only kept aliv
             return source
         }
         OutputQueue.standard.whenReaderGone {
-            let which = OutputQueue.standard.goneDescriptors.contains(1) ? "stdout" : "stderr"
-            printError("camagent: the reader of \(which) went away (broken pipe); stopping")
+            let fd: Int32 = OutputQueue.standard.goneDescriptors.contains(1) ? 1 : 2
+            // Not the journal's stream: a service that stopped with exit 0 would not be restarted
+            // (Restart=on-failure), so it goes on writing nowhere, as it did before. (journald
+            // keeps its streams across its own restarts, so this should not happen anyway.)
+            let journal = getenv("JOURNAL_STREAM").map { ["JOURNAL_STREAM": String(cString: $0)] } ?? [:]
+            guard LogStyle.detect(environment: journal, fd: fd) != .journal else { return }
+            printError("camagent: the reader of \(fd == 1 ? "stdout" : "stderr") went away (broken pipe); stopping")
             action()
         }
     }

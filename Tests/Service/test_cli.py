@@ -246,6 +246,49 @@ def test_json_lines_survive_a_non_blocking_stdout_that_fills(tmp_path):
     assert sorted(summaries) == [1, 2, 3, 4], summaries
 
 
+@pytest.mark.parametrize("journal", [False, True], ids=["a-pipe", "the-journal"])
+def test_a_stdout_reader_that_goes_away(tmp_path, journal):
+    """`publish --json | head -1`: the broken pipe stops publish as SIGTERM would (exit 0, said on
+    stderr) where SIGPIPE used to kill it. But not when that stdout is the journal's stream
+    (JOURNAL_STREAM names it): a service stopping with exit 0 would not be restarted
+    (Restart=on-failure), so it runs on, its --duration out, as it did before."""
+    import select
+    read_end, write_end = os.pipe()
+    env = {k: v for k, v in os.environ.items() if k != "JOURNAL_STREAM"}
+    if journal:
+        st = os.fstat(write_end)
+        env["JOURNAL_STREAM"] = f"{st.st_dev}:{st.st_ino}"
+    started = time.monotonic()
+    with open(tmp_path / "stderr.log", "w") as err:
+        proc = subprocess.Popen([BIN, "publish", "--device", "test-pattern", "--size", "160x120", "--audio", "none",
+                                 "--listen", "127.0.0.1:0", "--duration", "4", "--json"],
+                                stdout=write_end, stderr=err, env=env)
+    os.close(write_end)
+    try:
+        first = b""
+        while not first.endswith(b"\n") and select.select([read_end], [], [], 30)[0]:
+            chunk = os.read(read_end, 1)
+            if not chunk:
+                break
+            first += chunk
+        assert json.loads(first)["event"] == "negotiated", first
+    finally:
+        os.close(read_end)   # the reader goes away; the next stats line (one a second) finds out
+    try:
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    ran = time.monotonic() - started
+    log = open(tmp_path / "stderr.log").read()
+    assert proc.returncode == 0, (proc.returncode, log[-2000:])
+    if journal:
+        assert "went away" not in log, log[-2000:]
+        assert ran >= 4, ran   # it ran its --duration out (a lower bound: no machine makes it shorter)
+    else:
+        assert "camagent: the reader of stdout went away (broken pipe); stopping" in log, log[-2000:]
+
+
 def test_sigterm_ends_a_publish_whose_stdout_nobody_reads(tmp_path):
     # A reader that stops reading (a paused consumer) leaves the pipe full and write(2) blocked.
     # camagent used to print on the thread with something to say: its main loop then sat in
