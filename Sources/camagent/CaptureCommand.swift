@@ -360,9 +360,9 @@ final class SignalStop: @unchecked Sendable {  // the sources are only kept aliv
         }
         OutputQueue.standard.whenReaderGone {
             let fd: Int32 = OutputQueue.standard.goneDescriptors.contains(1) ? 1 : 2
-            // Not the journal's stream: a service that stopped with exit 0 would not be restarted
-            // (Restart=on-failure), so it goes on writing nowhere, as it did before. (journald
-            // keeps its streams across its own restarts, so this should not happen anyway.)
+            // A broken journal stream stops nothing: a service that stopped with exit 0 would not
+            // be restarted (Restart=on-failure), so it goes on writing nowhere, as it did before.
+            // (journald keeps its streams across its own restarts: this should not happen anyway.)
             let journal = getenv("JOURNAL_STREAM").map { ["JOURNAL_STREAM": String(cString: $0)] } ?? [:]
             guard LogStyle.detect(environment: journal, fd: fd) != .journal else { return }
             printError("camagent: the reader of \(fd == 1 ? "stdout" : "stderr") went away (broken pipe); stopping")
