@@ -40,7 +40,7 @@ public final class OutputQueue: Sendable {
         var thread: DeviceThread?
         /// Descriptors whose reader went away: their lines are dropped unwritten.
         var gone: Set<Int32> = []
-        var onGone: [@Sendable () -> Void] = []
+        var onGone: [@Sendable (Int32) -> Void] = []
     }
 
     public let capacity: Int
@@ -90,14 +90,14 @@ public final class OutputQueue: Sendable {
         return false
     }
 
-    /// Runs `action` (on the output thread) once a descriptor's reader has gone
-    /// away, or now if one has already.
-    public func whenReaderGone(_ action: @escaping @Sendable () -> Void) {
-        let already = state.withLock { s -> Bool in
+    /// Runs `action` with the descriptor (on the output thread) once a reader has
+    /// gone away, or now if one has already (stdout's, when both have).
+    public func whenReaderGone(_ action: @escaping @Sendable (Int32) -> Void) {
+        let already = state.withLock { s -> Int32? in
             if s.gone.isEmpty { s.onGone.append(action) }
-            return !s.gone.isEmpty
+            return s.gone.min()
         }
-        if already { action() }
+        if let already { action(already) }
     }
 
     /// Descriptors whose reader went away.
@@ -138,14 +138,14 @@ public final class OutputQueue: Sendable {
     }
 
     private func readerGone(_ fd: Int32) {
-        let told = state.withLock { s -> [@Sendable () -> Void] in
+        let told = state.withLock { s -> [@Sendable (Int32) -> Void] in
             let first = s.gone.isEmpty
             s.gone.insert(fd)
             s.dropped[fd] = nil
             defer { s.onGone = [] }
             return first ? s.onGone : []
         }
-        for action in told { action() }
+        for action in told { action(fd) }
     }
 
     public func lossNotice(fd: Int32, lines: Int) -> String {

@@ -358,8 +358,7 @@ final class SignalStop: @unchecked Sendable {  // the sources are only kept aliv
             source.resume()
             return source
         }
-        OutputQueue.standard.whenReaderGone {
-            let fd: Int32 = OutputQueue.standard.goneDescriptors.contains(1) ? 1 : 2
+        OutputQueue.standard.whenReaderGone { fd in
             // A broken journal stream stops nothing: a service that stopped with exit 0 would not
             // be restarted (Restart=on-failure), so it goes on writing nowhere, as it did before.
             // (journald keeps its streams across its own restarts: this should not happen anyway.)

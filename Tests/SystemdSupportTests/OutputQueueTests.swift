@@ -76,9 +76,10 @@ struct OutputQueueTests {
         var ends: [Int32] = [0, 0]
         try #require(pipe(&ends) == 0)
         defer { close(ends[1]) }
+        let writeEnd = ends[1]
         let queue = OutputQueue(capacity: 1 << 16)
         let told = Atomic<Int>(0)
-        queue.whenReaderGone { told.add(1, ordering: .relaxed) }
+        queue.whenReaderGone { fd in if fd == writeEnd { told.add(1, ordering: .relaxed) } }
         #expect(queue.enqueue(ends[1], "read\n"))
         #expect(queue.flush(seconds: 30))
         var buffer = [UInt8](repeating: 0, count: 16)
@@ -92,7 +93,7 @@ struct OutputQueueTests {
         #expect(queue.enqueue(ends[1], "more\n") == false)
         #expect(queue.droppedCounts.isEmpty && queue.flush(seconds: 30))
         // Whoever asks later is told at once.
-        queue.whenReaderGone { told.add(1, ordering: .relaxed) }
+        queue.whenReaderGone { fd in if fd == writeEnd { told.add(1, ordering: .relaxed) } }
         #expect(told.load(ordering: .relaxed) == 2)
     }
 
