@@ -103,11 +103,13 @@ public final class ICEAgent {
     private var nextConsentTime = 0.0
     /// When consent on the selected pair was last confirmed (an authenticated response;
     /// for a lite agent, an authenticated check from the peer). Nil until connected.
-    public private(set) var lastConsent: Double? { didSet { if let lastConsent { lastHeard = lastConsent } } }
-    /// When the peer was last heard on the selected pair: consent confirmed, or (as the
-    /// transport tells `peerProvedAlive`) authenticated media or reports arrived. It decides
-    /// `disconnected`; consent alone decides `failed` (RFC 7675). Nil until connected.
-    public private(set) var lastHeard: Double?
+    public private(set) var lastConsent: Double?
+    /// When a full agent last had authenticated media or reports from the peer (`peerProvedAlive`).
+    private var lastMedia: Double?
+    /// When the peer was last heard on the selected pair: consent confirmed, or authenticated
+    /// media or reports. It decides `disconnected`; consent alone decides `failed` (RFC 7675).
+    /// Nil until connected.
+    public var lastHeard: Double? { lastConsent.map { max($0, lastMedia ?? $0) } }
     /// Seconds, from the last check or consent transaction answered without a retransmission.
     public private(set) var roundTripTime: Double?
 
@@ -303,13 +305,13 @@ public final class ICEAgent {
     /// (SRTP, SRTCP) arrived on the selected pair. It keeps any agent from
     /// `disconnected`: under heavy loss a consent transaction may go
     /// unanswered for 8 s while media still flows (at 30 % loss each way: in
-    /// about one fault-link test run in seven), and that is no reason to drop the connection.
+    /// 2 fault-link test runs of 17), and that is no reason to drop the connection.
     /// For a lite agent it counts as consent too: some full agents (libnice, in
     /// GStreamer's webrtcbin) send a lite peer no consent checks, only media.
     /// A full agent still needs its consent answered within `consentTimeout`.
     public func peerProvedAlive(now: Double) {
         guard selectedPair != nil else { return }
-        if lite { lastConsent = now } else { lastHeard = now }
+        if lite { lastConsent = now } else { lastMedia = now }
     }
 
     /// Pacing (Ta), retransmissions (RTO), nomination, consent freshness, timeouts.

@@ -67,7 +67,7 @@ struct ICEFakeClockTests {
     }
 
     /// Under heavy loss a consent transaction can go unanswered for 8 s while media
-    /// still flows (at 30 % loss each way, in about one fault-link test run in seven):
+    /// still flows (at 30 % loss each way, in 2 fault-link test runs of 17):
     /// authenticated media keeps a full agent from `disconnected`, which a
     /// subscriber or publisher treats as a dropped connection. Consent still rules
     /// `failed`: 30 s without an answered check ends it, media or not (RFC 7675).
