@@ -61,13 +61,19 @@ struct OutputQueueTests {
 
     @Test("a line larger than the whole queue is dropped, not cut")
     func oversizedLine() {
+        // The writer is held in a first line while the others are offered: with an idle
+        // writer, the loss notice could go out before "ok" was even queued (it did, once,
+        // under ThreadSanitizer), and the order would say nothing about the queue.
         let reader = StuckReader()
-        reader.release()
         let queue = OutputQueue(capacity: 8) { reader.write($0, $1) }
+        #expect(queue.enqueue(1, "a\n"))
+        for _ in 0..<200 where reader.started.load(ordering: .relaxed) == 0 { usleep(10_000) }
+        #expect(reader.started.load(ordering: .relaxed) == 1)
         #expect(queue.enqueue(1, "0123456789\n") == false)
         #expect(queue.enqueue(1, "ok\n"))
+        reader.release()
         #expect(queue.flush(seconds: 30))
-        #expect(reader.written.withLock { $0.map(\.text) } == ["ok\n", queue.lossNotice(fd: 1, lines: 1)])
+        #expect(reader.written.withLock { $0.map(\.text) } == ["a\n", "ok\n", queue.lossNotice(fd: 1, lines: 1)])
     }
 
     @Test("a reader that goes away (EPIPE on a real pipe) is told once, and its descriptor is not written again")
