@@ -150,8 +150,8 @@ let package = Package(
         .target(name: "SDP"),
         // What OpenSSL's callers share: its error queue as text.
         .target(name: "OpenSSLSupport", dependencies: ["COpenSSL"]),
-        // DTLS-SRTP: the DTLS 1.2 handshake (OpenSSL) and SRTP/SRTCP sessions (libsrtp2).
-        .target(name: "SecureTransport", dependencies: ["MediaTypes", "CSRTP", "COpenSSL", "OpenSSLSupport"], swiftSettings: perPacketPath),
+        // DTLS-SRTP: the DTLS 1.2 handshake and SRTP/SRTCP (RFC 3711, RFC 7714), both over OpenSSL.
+        .target(name: "SecureTransport", dependencies: ["MediaTypes", "COpenSSL", "OpenSSLSupport"], swiftSettings: perPacketPath),
         // Video and audio encoders for the publisher: VP8 (libvpx), H.264 (OpenH264), Opus (libopus).
         .target(name: "Encoders", dependencies: ["MediaTypes", "CVPX", "COpenH264", "COpus", "CYUV"]),
         // WHIP (RFC 9725): a small blocking HTTP/1.1 client over POSIX sockets, TLS by OpenSSL; the publisher's WHIP signalling.
@@ -271,7 +271,8 @@ let package = Package(
             name: "PublisherTests",
             dependencies: ["Publisher", "RTP", "MediaTypes", "SecureTransport", "TestSupport", .product(name: "Logging", package: "swift-log")]
         ),
-        .testTarget(name: "SecureTransportTests", dependencies: ["SecureTransport", "RTP"]),
+        // libsrtp2 (CSRTP) is the reference the SRTP tests check camagent's own SRTP against.
+        .testTarget(name: "SecureTransportTests", dependencies: ["SecureTransport", "RTP", "CSRTP"]),
         .testTarget(
             name: "WHIPTests",
             dependencies: ["WHIP", "TestSupport", .product(name: "Logging", package: "swift-log")]

@@ -2,8 +2,8 @@
 //
 // Why it exists: Swift imports OpenSSL's headers only through a module, and
 // several entry points are macros (over SSL_ctrl, or variadic); the inline
-// wrappers below are exactly those macros. STUN integrity (HMAC-SHA1) and
-// DTLS 1.2 with use_srtp use it. No logic lives here.
+// wrappers below are exactly those macros. STUN integrity (HMAC-SHA1),
+// DTLS 1.2 with use_srtp and SRTP (AES-CTR, AES-GCM, HMAC-SHA1) use it. No logic lives here.
 #ifndef COPENSSL_H
 #define COPENSSL_H
 
@@ -12,6 +12,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
+#include <openssl/sha.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
@@ -52,6 +53,24 @@ static inline int copenssl_set_sni(SSL *ssl, const char *name) {
 
 static inline int copenssl_ctx_require_tls12(SSL_CTX *ctx) {
     return (int)SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+}
+
+/* SRTP's HMAC-SHA1 keeps the keyed inner and outer SHA-1 states and starts each packet from a
+   copy of them (a struct copy, no allocation; EVP's digest copies allocate). OpenSSL 3 deprecates
+   these low-level calls without removing them; the warning is silenced here only. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+static inline void copenssl_sha1_init(SHA_CTX *c) { SHA1_Init(c); }
+static inline void copenssl_sha1_update(SHA_CTX *c, const void *data, size_t count) { SHA1_Update(c, data, count); }
+static inline void copenssl_sha1_final(SHA_CTX *c, unsigned char *digest) { SHA1_Final(digest, c); }
+#pragma GCC diagnostic pop
+
+/* AES-GCM's tag is read and set through EVP_CIPHER_CTX_ctrl with these commands. */
+static inline int copenssl_gcm_get_tag(EVP_CIPHER_CTX *c, void *tag, int length) {
+    return EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, length, tag);
+}
+static inline int copenssl_gcm_set_tag(EVP_CIPHER_CTX *c, void *tag, int length) {
+    return EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, length, tag);
 }
 
 #endif
