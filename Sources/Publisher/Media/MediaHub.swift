@@ -25,9 +25,9 @@ final class MediaHub: Sendable {
     /// Whether the thread that hands frames to the hub also sends them out
     /// (`PacketOutlet`). The router's: its receiving connection's thread
     /// already decrypts, and waking every subscriber's thread for every frame
-    /// cost more than the sending. Not the encoders': SRTP (libsrtp2 over
-    /// NSS) allocates per packet, and the encoder thread allocates nothing
-    /// per frame; one wake-up per frame and connection is cheap there.
+    /// cost more than the sending. Not the encoders': the encoder thread
+    /// goes back to the next frame, and one wake-up per frame and connection
+    /// is cheap next to an encode.
     let sendsOnQueueingThread: Bool
 
     private let connections = PThreadLocked<[MediaSenders]>([])
