@@ -404,7 +404,9 @@ struct PublishCommand: ParsableCommand {
                 out.stats(cameras.map { ($0.out, $0.publisher.stats()) })
             }
         }
-        let finals = cameras.map { $0.publisher.stats() }
+        // How each stood while it ran: the summary's state and pair. Its counts are read below, once
+        // nothing is sent any more (a packet sent between a count and the stop reached the peer uncounted).
+        let running = cameras.map { $0.publisher.stats() }
         // The first camera that failed says how it ended; the others stop with it.
         let failed = cameras.first { $0.publisher.state == .failed }?.publisher
         let failure = failed.map { $0.failure ?? .connection(.peerClosed) }
@@ -415,7 +417,12 @@ struct PublishCommand: ParsableCommand {
         server?.stop()
         for camera in cameras { camera.publisher.unpublish() }
         out.finishStatusLine()
-        for (camera, final) in zip(cameras, finals) { camera.out.summary(final) }
+        for (camera, before) in zip(cameras, running) {
+            var final = camera.publisher.stats()
+            final.state = before.state
+            final.selectedPair = before.selectedPair
+            camera.out.summary(final)
+        }
         // The exit code says what ended it: a lost camera is 74, a dropped session 83.
         if let failure { throw ExitCode(ExitCodes.code(for: failure)) }
         if let sessionEnded {

@@ -29,16 +29,22 @@ struct SRTPReferenceTests {
         return out + (0..<size).map { UInt8(truncatingIfNeeded: Int($0) &* 31 &+ Int(sequence)) }
     }
 
+    /// camagent's and libsrtp2's sessions for one key: each side's sender and receiver.
+    static func bothSides(_ profile: SRTPProfile, seed: UInt8) throws
+        -> (ours: SRTPSession, reference: LibSRTPReference, oursIn: SRTPSession, referenceIn: LibSRTPReference) {
+        let keys = Keys(profile, seed: seed)
+        return (try SRTPSession(profile: profile, key: keys.key, salt: keys.salt, direction: .outbound),
+                try LibSRTPReference(profile: profile, key: keys.key, salt: keys.salt, outbound: true),
+                try SRTPSession(profile: profile, key: keys.key, salt: keys.salt, direction: .inbound),
+                try LibSRTPReference(profile: profile, key: keys.key, salt: keys.salt, outbound: false))
+    }
+
     /// The sequence numbers a stream sends: across a wrap, with a retransmission of an earlier one.
     static let sequences: [UInt16] = [65_530, 65_531, 65_533, 65_532, 65_534, 65_535, 0, 1, 2, 65_531, 3, 4, 40, 41]
 
     @Test(arguments: SRTPProfile.allCases)
     func rtpMatchesLibSRTPByteForByte(profile: SRTPProfile) throws {
-        let keys = Keys(profile, seed: 5)
-        let ours = try SRTPSession(profile: profile, key: keys.key, salt: keys.salt, direction: .outbound)
-        let reference = try LibSRTPReference(profile: profile, key: keys.key, salt: keys.salt, outbound: true)
-        let oursIn = try SRTPSession(profile: profile, key: keys.key, salt: keys.salt, direction: .inbound)
-        let referenceIn = try LibSRTPReference(profile: profile, key: keys.key, salt: keys.salt, outbound: false)
+        let (ours, reference, oursIn, referenceIn) = try Self.bothSides(profile, seed: 5)
         var checked = 0
         for (n, sequence) in Self.sequences.enumerated() {
             for ssrc: UInt32 in [0x1234_5678, 0xcafe] {
@@ -61,11 +67,7 @@ struct SRTPReferenceTests {
 
     @Test(arguments: SRTPProfile.allCases)
     func rtcpMatchesLibSRTPByteForByte(profile: SRTPProfile) throws {
-        let keys = Keys(profile, seed: 9)
-        let ours = try SRTPSession(profile: profile, key: keys.key, salt: keys.salt, direction: .outbound)
-        let reference = try LibSRTPReference(profile: profile, key: keys.key, salt: keys.salt, outbound: true)
-        let oursIn = try SRTPSession(profile: profile, key: keys.key, salt: keys.salt, direction: .inbound)
-        let referenceIn = try LibSRTPReference(profile: profile, key: keys.key, salt: keys.salt, outbound: false)
+        let (ours, reference, oursIn, referenceIn) = try Self.bothSides(profile, seed: 9)
         for round in 0..<5 {
             for sender: UInt32 in [1, 0xdead_beef] {
                 var clear: [UInt8] = []
