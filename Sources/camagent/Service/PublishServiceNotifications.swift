@@ -75,6 +75,10 @@ final class PublishServiceNotifications: Sendable {
 
     func ready(status: String) {
         runningStatus.withLock { $0 = status }
+        // What was printed before (the "serving" line with the viewer URL) is out before systemd says
+        // the service is up: stdout goes through the output thread, READY=1 does not. Bounded, so a
+        // stalled reader of stdout delays READY=1 by a second at most.
+        if notifier != nil { OutputQueue.standard.flush(seconds: 1) }
         send([.ready, .status(status)])
     }
 
