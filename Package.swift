@@ -151,7 +151,7 @@ let package = Package(
         // What OpenSSL's callers share: its error queue as text.
         .target(name: "OpenSSLSupport", dependencies: ["COpenSSL"]),
         // DTLS-SRTP: the DTLS 1.2 handshake and SRTP/SRTCP (RFC 3711, RFC 7714), both over OpenSSL.
-        .target(name: "SecureTransport", dependencies: ["MediaTypes", "COpenSSL", "OpenSSLSupport"], swiftSettings: perPacketPath),
+        .target(name: "SecureTransport", dependencies: ["MediaTypes", "WireFormat", "COpenSSL", "OpenSSLSupport"], swiftSettings: perPacketPath),
         // Video and audio encoders for the publisher: VP8 (libvpx), H.264 (OpenH264), Opus (libopus).
         .target(name: "Encoders", dependencies: ["MediaTypes", "CVPX", "COpenH264", "COpus", "CYUV"]),
         // WHIP (RFC 9725): a small blocking HTTP/1.1 client over POSIX sockets, TLS by OpenSSL; the publisher's WHIP signalling.

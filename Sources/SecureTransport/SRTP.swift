@@ -1,5 +1,6 @@
 internal import OpenSSLSupport
 import MediaTypes
+import WireFormat
 
 /// The SRTP protection profiles camagent negotiates in DTLS (RFC 5764,
 /// RFC 7714), with their DTLS-SRTP profile numbers.
@@ -132,8 +133,8 @@ public final class SRTPSession: @unchecked Sendable {   // all state under `stat
     public func protectRTP(_ packet: inout [UInt8]) throws(SRTPError) {
         precondition(direction == .outbound)
         guard let header = Self.rtpHeaderLength(packet, within: packet.count) else { throw .malformed }
-        let sequence = UInt16(packet[2]) << 8 | UInt16(packet[3])
-        let ssrc = Self.read32(packet, at: 8)
+        let sequence = packet.bigEndianUInt16(at: 2)
+        let ssrc = packet.bigEndianUInt32(at: 8)
         let tag = tagLength
         try state.withLock { streams throws(SRTPError) in
             let index: UInt64
@@ -177,8 +178,8 @@ public final class SRTPSession: @unchecked Sendable {   // all state under `stat
         guard packet.count >= 12 + tag, let header = Self.rtpHeaderLength(packet, within: packet.count - tag) else {
             throw .malformed
         }
-        let sequence = UInt16(packet[2]) << 8 | UInt16(packet[3])
-        let ssrc = Self.read32(packet, at: 8)
+        let sequence = packet.bigEndianUInt16(at: 2)
+        let ssrc = packet.bigEndianUInt32(at: 8)
         let end = packet.count - tag
         try state.withLock { streams throws(SRTPError) in
             let window = streams.receivedRTP[ssrc]
@@ -217,7 +218,7 @@ public final class SRTPSession: @unchecked Sendable {   // all state under `stat
     public func protectRTCP(_ packet: inout [UInt8]) throws(SRTPError) {
         precondition(direction == .outbound)
         guard packet.count >= 8, packet[0] >> 6 == 2 else { throw .malformed }
-        let ssrc = Self.read32(packet, at: 4)
+        let ssrc = packet.bigEndianUInt32(at: 4)
         let tag = tagLength
         try state.withLock { streams throws(SRTPError) in
             let index = ((streams.sentRTCP[ssrc] ?? 0) + 1) & 0x7fff_ffff
@@ -256,10 +257,10 @@ public final class SRTPSession: @unchecked Sendable {   // all state under `stat
         precondition(direction == .inbound)
         let tag = tagLength
         guard packet.count >= 8 + tag + 4, packet[0] >> 6 == 2 else { throw .malformed }
-        let ssrc = Self.read32(packet, at: 4)
+        let ssrc = packet.bigEndianUInt32(at: 4)
         let isGCM = profile == .aeadAES128GCM
         let indexAt = isGCM ? packet.count - 4 : packet.count - tag - 4
-        let flagged = Self.read32(packet, at: indexAt)
+        let flagged = packet.bigEndianUInt32(at: indexAt)
         let index = flagged & 0x7fff_ffff, encrypted = flagged & 0x8000_0000 != 0
         let payloadEnd = packet.count - tag - 4
         try state.withLock { streams throws(SRTPError) in
@@ -348,10 +349,6 @@ public final class SRTPSession: @unchecked Sendable {   // all state under `stat
             length += 4 + 4 * (Int(packet[length + 2]) << 8 | Int(packet[length + 3]))
         }
         return length <= available ? length : nil
-    }
-
-    private static func read32(_ bytes: [UInt8], at offset: Int) -> UInt32 {
-        UInt32(bytes[offset]) << 24 | UInt32(bytes[offset + 1]) << 16 | UInt32(bytes[offset + 2]) << 8 | UInt32(bytes[offset + 3])
     }
 
     private static func write32(_ value: UInt32, to bytes: UnsafeMutableRawBufferPointer, at offset: Int) {
