@@ -11,11 +11,18 @@ import Glibc
 /// ThreadSanitizer intercepts pthread's lock and unlock, so with this lock its
 /// reports stay true and the sanitizer stage can fail on them. `Atomic` is
 /// still used for single values.
-package final class PThreadLocked<Value>: @unchecked Sendable {   // `value` only under `mutex`
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-    private var value: Value
+///
+/// Public, not `package`, for one reason: Swift 6.3 inlines and specialises
+/// an `@inlinable` function in other modules only when it is public (a
+/// `package` one is always called, shown with a two-module test case, with
+/// and without cross-module optimisation). Called generically, every packet
+/// the router forwards went through value-witness calls and type-metadata
+/// lookups, several locks a packet.
+public final class PThreadLocked<Value>: @unchecked Sendable {   // `value` only under `mutex`
+    @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    @usableFromInline var value: Value
 
-    package init(_ value: Value) {
+    public init(_ value: Value) {
         mutex = .allocate(capacity: 1)
         mutex.initialize(to: pthread_mutex_t())
         pthread_mutex_init(mutex, nil)
@@ -27,7 +34,8 @@ package final class PThreadLocked<Value>: @unchecked Sendable {   // `value` onl
         mutex.deallocate()
     }
 
-    package func withLock<Result, Failure: Error>(_ body: (inout Value) throws(Failure) -> Result) throws(Failure) -> Result {
+    @inlinable
+    public func withLock<Result, Failure: Error>(_ body: (inout Value) throws(Failure) -> Result) throws(Failure) -> Result {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         return try body(&value)
