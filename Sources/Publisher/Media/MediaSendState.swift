@@ -12,7 +12,18 @@ struct MediaSendState {
     var reception: [RemoteReception]
     var bitrate: BitrateController
     /// The kinds this connection sends now (empty while not connected).
-    var sending: Set<MediaKind> = []
+    var sending: Set<MediaKind> = [] {
+        didSet {
+            sendsAudio = sending.contains(.audio)
+            sendsVideo = sending.contains(.video)
+        }
+    }
+    /// `sending`, read once a packet without hashing.
+    private(set) var sendsAudio = false
+    private(set) var sendsVideo = false
+    /// The first stream of each kind (the streams are fixed at the start).
+    private let firstAudioStream: Int?
+    private let firstVideoStream: Int?
     /// Which simulcast layer the receiver gets on its one video stream (its
     /// preferredResolution); also holds video back until a keyframe after
     /// (re)connecting. Not used where each layer has a stream of its own.
@@ -43,12 +54,24 @@ struct MediaSendState {
         feedback = Array(repeating: FeedbackCounters(), count: streams.count)
         reception = Array(repeating: RemoteReception(), count: streams.count)
         bitrate = BitrateController(maximum: videoBitrate)
+        firstAudioStream = streams.firstIndex { $0.kind == .audio }
+        firstVideoStream = streams.firstIndex { $0.kind == .video }
     }
 
-    func streamIndex(ssrc: UInt32) -> Int? { streams.firstIndex { $0.ssrc == ssrc } }
+    func sends(_ kind: MediaKind) -> Bool { kind == .audio ? sendsAudio : sendsVideo }
+
+    // Index loops, not `firstIndex(where:)`: that copies each stream it
+    // looks at (retaining its history), once a packet.
+    func streamIndex(ssrc: UInt32) -> Int? {
+        for index in streams.indices where streams[index].ssrc == ssrc { return index }
+        return nil
+    }
     /// The first stream of `kind`: for video, the largest layer.
-    func streamIndex(kind: MediaKind) -> Int? { streams.firstIndex { $0.kind == kind } }
-    func streamIndex(videoLayer layer: UInt8) -> Int? { streams.firstIndex { $0.kind == .video && $0.spatialLayer == layer } }
+    func streamIndex(kind: MediaKind) -> Int? { kind == .audio ? firstAudioStream : firstVideoStream }
+    func streamIndex(videoLayer layer: UInt8) -> Int? {
+        for index in streams.indices where streams[index].kind == .video && streams[index].spatialLayer == layer { return index }
+        return nil
+    }
 
     /// The layer a keyframe request on stream `index` is about: that
     /// stream's own layer where each layer has a stream, else the layer this

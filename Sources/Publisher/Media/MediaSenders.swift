@@ -106,7 +106,7 @@ final class MediaSenders: Sendable {
         state.withLock { s in
             plan.keyframeLayers |= s.keyframeLayers
             s.keyframeLayers = 0
-            guard s.sending.contains(.video) else { return }
+            guard s.sendsVideo else { return }
             // A receiver that waits for a layer's keyframe (its first, or a move to another
             // layer) asks for that layer's.
             if !s.carriesLayers, let layer = s.layers.awaitedLayer { plan.keyframeLayers |= KeyframeSchedule.bit(layer) }
@@ -122,7 +122,7 @@ final class MediaSenders: Sendable {
         }
     }
 
-    func isSending(_ kind: MediaKind) -> Bool { state.withLock { $0.sending.contains(kind) } }
+    func isSending(_ kind: MediaKind) -> Bool { state.withLock { $0.sends(kind) } }
 
     /// Queues one frame's payloads on this connection's stream of `kind`.
     /// Video waits for a keyframe after (re)connecting: frames the receiver
@@ -137,7 +137,7 @@ final class MediaSenders: Sendable {
               orientation: UInt8 = 0, temporalLayer: UInt8 = 0, spatialLayer: UInt8 = 0,
               layers: SimulcastLayers = SimulcastLayers()) -> Bool {
         let queued = state.withLock { s -> Bool in
-            guard s.sending.contains(kind), var index = s.streamIndex(kind: kind) else { return false }
+            guard s.sends(kind), var index = s.streamIndex(kind: kind) else { return false }
             var headerExtension: OneByteExtension?
             var timestamp = rtpTimestamp
             if kind == .video {
