@@ -139,7 +139,7 @@ let package = Package(
         // RTP and RTCP packets, payloaders (VP8, H.264, Opus) and depacketizers.
         .target(name: "RTP", dependencies: ["WireFormat"], swiftSettings: perPacketPath),
         // Sockets and addresses: UDP sockets, transport addresses, the host's interfaces.
-        .target(name: "Networking", swiftSettings: perPacketPath),
+        .target(name: "Networking", dependencies: ["CLinux"], swiftSettings: perPacketPath),
         // ICE (RFC 8445): STUN messages and the sans-IO agent (full and lite).
         .target(
             name: "ICE",

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CLinux
 import Synchronization
 
 /// A non-blocking UDP socket bound to one local address: what a host candidate
@@ -85,6 +86,31 @@ public final class UDPSocket: @unchecked Sendable {
             // An ICMP error reported for an earlier send: nothing to read, the socket is fine.
             case ECONNREFUSED, EHOSTUNREACH, ENETUNREACH: continue
             case let code: throw .systemCall("recvfrom(\(local))", errno: code)
+            }
+        }
+    }
+
+    /// Receives the pending datagrams, as many as `batch` holds, in one call;
+    /// returns how many (0 when nothing is pending). Fewer than the batch's
+    /// capacity means none was left.
+    @discardableResult
+    public func receive(into batch: DatagramBatch) throws(NetworkError) -> Int {
+        let fd = fileDescriptor
+        guard fd >= 0 else { throw .socketClosed }
+        batch.count = 0
+        while true {
+            let count = CLinux_receive_datagrams(fd, batch.buffers.baseAddress, batch.datagramSize, UInt32(batch.capacity),
+                                                 batch.senders, batch.lengths)
+            if count >= 0 {
+                batch.count = Int(count)
+                return batch.count
+            }
+            switch errno {
+            case EINTR: continue
+            case EAGAIN, EWOULDBLOCK: return 0
+            // An ICMP error reported for an earlier send: nothing to read, the socket is fine.
+            case ECONNREFUSED, EHOSTUNREACH, ENETUNREACH: continue
+            case let code: throw .systemCall("recvmmsg(\(local))", errno: code)
             }
         }
     }

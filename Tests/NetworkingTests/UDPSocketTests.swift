@@ -36,6 +36,42 @@ struct UDPSocketTests {
         #expect(throws: NetworkError.socketClosed) { try [UInt8]([1]).withUnsafeBytes { try a.send($0, to: b.local) } }
     }
 
+    /// recvmmsg: the pending datagrams in batches as large as the batch, each
+    /// with its own length and sender, a longer one truncated, then nothing.
+    @Test func batchReceive() throws {
+        let a = try UDPSocket(bindingTo: "127.0.0.1")
+        let c = try UDPSocket(bindingTo: "127.0.0.1")
+        let b = try UDPSocket(bindingTo: "127.0.0.1")
+        let batch = DatagramBatch(capacity: 4, datagramSize: 16)
+        #expect(try b.receive(into: batch) == 0)
+        // Seven datagrams: sizes 1...7 from a, then one of 40 bytes from c.
+        for size in 1...7 {
+            try [UInt8](repeating: UInt8(size), count: size).withUnsafeBytes { try a.send($0, to: b.local) }
+        }
+        try [UInt8](0..<40).withUnsafeBytes { try c.send($0, to: b.local) }
+        var got: [(bytes: [UInt8], from: TransportAddress?)] = []
+        var batches: [Int] = []
+        for _ in 0..<50 where got.count < 8 {   // at most 5 s
+            var fds = [pollfd(fd: b.fileDescriptor, events: Int16(POLLIN), revents: 0)]
+            _ = poll(&fds, 1, 100)
+            let count = try b.receive(into: batch)
+            if count > 0 { batches.append(count) }
+            #expect(batch.count == count)
+            for index in 0..<count { got.append((Array(batch.datagram(index)), batch.sender(index))) }
+        }
+        #expect(got.count == 8)
+        #expect(batches.allSatisfy { $0 <= 4 } && batches.reduce(0, +) == 8)
+        for size in 1...7 {
+            #expect(got[size - 1].bytes == [UInt8](repeating: UInt8(size), count: size))
+            #expect(got[size - 1].from == a.local)
+        }
+        #expect(got[7].bytes == Array(0..<16))   // truncated to the batch's datagram size
+        #expect(got[7].from == c.local)
+        #expect(try b.receive(into: batch) == 0 && batch.count == 0)
+        b.close()
+        #expect(throws: NetworkError.socketClosed) { try b.receive(into: batch) }
+    }
+
     /// Skipped (and listed as skipped) on a machine without IPv6 loopback; in a strict run
     /// (scripts/test, CI) it runs, and fails if ::1 cannot be bound.
     @Test(.enabled(if: ipv6LoopbackAvailable || strictTestEnvironment, "no IPv6 loopback (::1) on this machine"))

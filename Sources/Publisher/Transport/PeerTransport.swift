@@ -260,8 +260,7 @@ package final class PeerTransport: @unchecked Sendable {   // `run` state belong
     // MARK: The transport thread
 
     private func run(_ signal: StopSignal) {
-        let receive = UnsafeMutableRawBufferPointer.allocate(byteCount: 2048, alignment: 16)
-        defer { receive.deallocate() }
+        let received = DatagramBatch()
         var fds = sockets.map { pollfd(fd: $0.fileDescriptor, events: Int16(POLLIN), revents: 0) }
         fds.append(pollfd(fd: signal.event.fd, events: Int16(POLLIN), revents: 0))
         let started = Self.now()
@@ -281,7 +280,7 @@ package final class PeerTransport: @unchecked Sendable {   // `run` state belong
             if fds[fds.count - 1].revents != 0 { signal.event.drain() }
             now = Self.now()
             for index in sockets.indices where fds[index].revents & Int16(POLLIN) != 0 {
-                drain(socket: index, buffer: receive, now: now)
+                drain(socket: index, into: received, now: now)
             }
             agent.tick(now: now)
             flushICE()
@@ -335,29 +334,36 @@ package final class PeerTransport: @unchecked Sendable {   // `run` state belong
         }
     }
 
-    private func drain(socket index: Int, buffer: UnsafeMutableRawBufferPointer, now: Double) {
+    /// Handles every datagram pending on socket `index`, a batch at a time.
+    private func drain(socket index: Int, into batch: DatagramBatch, now: Double) {
         while true {
-            let received: (count: Int, from: TransportAddress)?
-            do { received = try sockets[index].receive(into: buffer) } catch {
+            let count: Int
+            do { count = try sockets[index].receive(into: batch) } catch {
                 logger.debug("receive on \(sockets[index].local): \(error)")
                 return
             }
-            guard let (count, from) = received else { return }
-            let datagram = UnsafeRawBufferPointer(rebasing: buffer[0..<count])
-            if agent.receive(datagram, from: from, socket: index, now: now) { continue }
-            guard let first = datagram.first else { continue }
-            switch first {
-            case 20...63:
-                // Only from the peer's own addresses: a forged alert or record ended the connection.
-                guard agent.isKnownRemote(from) else {
-                    logger.debug("DTLS from \(from), not a peer's address: dropped")
-                    continue
-                }
-                handleDTLS(datagram)
-            case 128...191 where count >= 2 && (192...223).contains(datagram[1]): handleRTCP(datagram, now: now)
-            case 128...191 where receiver != nil: handleRTP(datagram, now: now)
-            default: break   // RTP towards a send-only publisher, or noise
+            for position in 0..<count {
+                guard let from = batch.sender(position) else { continue }   // not IPv4/IPv6: cannot happen
+                handle(batch.datagram(position), from: from, socket: index, now: now)
             }
+            if count < batch.capacity { return }   // nothing was left
+        }
+    }
+
+    private func handle(_ datagram: UnsafeRawBufferPointer, from: TransportAddress, socket index: Int, now: Double) {
+        if agent.receive(datagram, from: from, socket: index, now: now) { return }
+        guard let first = datagram.first else { return }
+        switch first {
+        case 20...63:
+            // Only from the peer's own addresses: a forged alert or record ended the connection.
+            guard agent.isKnownRemote(from) else {
+                logger.debug("DTLS from \(from), not a peer's address: dropped")
+                return
+            }
+            handleDTLS(datagram)
+        case 128...191 where datagram.count >= 2 && (192...223).contains(datagram[1]): handleRTCP(datagram, now: now)
+        case 128...191 where receiver != nil: handleRTP(datagram, now: now)
+        default: break   // RTP towards a send-only publisher, or noise
         }
     }
 
