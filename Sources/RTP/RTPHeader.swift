@@ -46,11 +46,10 @@ public struct RTPHeader: Hashable, Sendable {
         var first: UInt8 = 2 << 6 | UInt8(csrcs.count)
         if paddingLength > 0 { first |= 0x20 }
         if extensionProfile != nil || oneByteExtension != nil { first |= 0x10 }
-        out.append(first)
-        out.append((marker ? 0x80 : 0) | (payloadType & 0x7f))
-        out.appendBigEndian(sequenceNumber)
-        out.appendBigEndian(timestamp)
-        out.appendBigEndian(ssrc)
+        // The fixed 12 bytes in one append (a dozen appends of a byte each cost a runtime call each).
+        var fixed = ((UInt32(first) << 24 | UInt32((marker ? 0x80 : 0) | (payloadType & 0x7f)) << 16
+                      | UInt32(sequenceNumber)).bigEndian, timestamp.bigEndian, ssrc.bigEndian)
+        withUnsafeBytes(of: &fixed) { out.append(contentsOf: $0) }
         for csrc in csrcs { out.appendBigEndian(csrc) }
         if let profile = extensionProfile {
             out.appendBigEndian(profile)
@@ -59,12 +58,9 @@ public struct RTPHeader: Hashable, Sendable {
         }
         if let element = oneByteExtension {
             // 0xBEDE, one 32-bit word: the element (ID, length - 1 = 0, value), two padding bytes.
-            out.appendBigEndian(OneByteExtension.profile)
-            out.appendBigEndian(UInt16(1))
-            out.append(element.id << 4)
-            out.append(element.value)
-            out.append(0)
-            out.append(0)
+            var block = ((UInt32(OneByteExtension.profile) << 16 | 1).bigEndian,
+                         (UInt32(element.id << 4) << 24 | UInt32(element.value) << 16).bigEndian)
+            withUnsafeBytes(of: &block) { out.append(contentsOf: $0) }
         }
     }
 }

@@ -4,16 +4,15 @@
 /// generic collection goes through a read coroutine that allocates its
 /// frame on the heap (four allocations per UInt32, counted on the receive path).
 extension Array where Element == UInt8 {
+    // One append of the value's bytes, not one per byte: each `append` checks
+    // the buffer's uniqueness and capacity, a runtime call, and an RTP header
+    // is a dozen of them.
     @inlinable public mutating func appendBigEndian(_ value: UInt16) {
-        append(UInt8(value >> 8))
-        append(UInt8(value & 0xff))
+        Swift.withUnsafeBytes(of: value.bigEndian) { append(contentsOf: $0) }
     }
 
     @inlinable public mutating func appendBigEndian(_ value: UInt32) {
-        append(UInt8(value >> 24))
-        append(UInt8((value >> 16) & 0xff))
-        append(UInt8((value >> 8) & 0xff))
-        append(UInt8(value & 0xff))
+        Swift.withUnsafeBytes(of: value.bigEndian) { append(contentsOf: $0) }
     }
 }
 
