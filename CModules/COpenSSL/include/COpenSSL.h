@@ -3,7 +3,7 @@
 // Why it exists: Swift imports OpenSSL's headers only through a module, and
 // several entry points are macros (over SSL_ctrl, or variadic); the inline
 // wrappers below are exactly those macros. STUN integrity (HMAC-SHA1),
-// DTLS 1.2 with use_srtp and SRTP (AES-CTR, AES-GCM, HMAC-SHA1) use it. No logic lives here.
+// DTLS 1.2 with use_srtp and SRTP (AES, GCM128, HMAC-SHA1) use it. No logic lives here.
 #ifndef COPENSSL_H
 #define COPENSSL_H
 
@@ -11,6 +11,7 @@
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <openssl/modes.h>
 #include <openssl/rand.h>
 #include <openssl/sha.h>
 #include <openssl/ssl.h>
@@ -65,12 +66,5 @@ static inline void copenssl_sha1_update(SHA_CTX *c, const void *data, size_t cou
 static inline void copenssl_sha1_final(SHA_CTX *c, unsigned char *digest) { SHA1_Final(digest, c); }
 #pragma GCC diagnostic pop
 
-/* AES-GCM's tag is read and set through EVP_CIPHER_CTX_ctrl with these commands. */
-static inline int copenssl_gcm_get_tag(EVP_CIPHER_CTX *c, void *tag, int length) {
-    return EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, length, tag);
-}
-static inline int copenssl_gcm_set_tag(EVP_CIPHER_CTX *c, void *tag, int length) {
-    return EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, length, tag);
-}
 
 #endif
