@@ -43,7 +43,7 @@ public final class ALSAPlaybackRenderer: AudioRenderer, @unchecked Sendable {   
 
     public func render(_ samples: UnsafeBufferPointer<Int16>) throws(RenderError) {
         if let failure = card.renderFailure { throw RenderError(failure, target: device) }
-        if card.bus.queuedRenderChunks == 0 { cushion.withUnsafeBufferPointer { card.bus.queueForRender($0) } }
+        if card.bus.queuedRenderChunks == 0 { _ = cushion.withUnsafeBufferPointer { card.bus.queueForRender($0) } }
         card.bus.queueForRender(samples)
     }
 
