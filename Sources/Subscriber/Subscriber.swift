@@ -244,6 +244,19 @@ public final class Subscriber: Sendable {
         onEvent(event)
     }
 
+    /// A session stream's preferred resolution and frame rate, given with the
+    /// WHEP offer so the router honours them from the first packet
+    /// (`subscriberSettings` after the answer could come after the first
+    /// keyframe of another simulcast layer). Not sent to other WHEP servers.
+    private var offeredWishes: [(name: String, value: String)] {
+        guard streamId != nil else { return [] }
+        let (resolution, frameRate) = control.withLock { ($0.preferredResolution, $0.preferredFrameRate) }
+        var items: [(name: String, value: String)] = []
+        if let resolution { items.append(("preferredResolution", "\(resolution.width)x\(resolution.height)")) }
+        if let frameRate { items.append(("preferredFrameRate", "\(frameRate)")) }
+        return items
+    }
+
     /// Whether the router must be told anything: a wish that is not its default.
     private var wishesDiffer: Bool {
         !subscribeToVideo || !subscribeToAudio || subscribeToCaptions || preferredFrameRate != nil || preferredResolution != nil
@@ -367,7 +380,7 @@ public final class Subscriber: Sendable {
         let offerText = offer.sessionDescription(sessionID: .random(in: 1...UInt64(Int64.max))).text
         logger.debug("offer:\n\(offerText)")
         let session: WHIPSession
-        do { session = try client.publish(offer: offerText) } catch { return .failed(.signalling(error)) }
+        do { session = try client.publish(offer: offerText, query: offeredWishes) } catch { return .failed(.signalling(error)) }
         logger.debug("answer:\n\(session.answerSDP)")
         let answer: PublisherAnswer
         do {

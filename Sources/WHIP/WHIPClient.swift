@@ -45,9 +45,16 @@ public final class WHIPClient: Sendable {
     /// POSTs the offer (application/sdp, with the bearer token) and returns the
     /// session: 201 Created with a Location (resolved against the URL that
     /// answered) and the SDP answer. 307 and 308 are followed, at most
-    /// `maxRedirects` times, never from https to http.
-    public func publish(offer: String) throws(WHIPError) -> WHIPSession {
+    /// `maxRedirects` times, never from https to http. `query` is added to the
+    /// endpoint's query (names and values URL-safe as they are: letters,
+    /// digits, `.`, `-`, `_`).
+    public func publish(offer: String, query: [(name: String, value: String)] = []) throws(WHIPError) -> WHIPSession {
         var url = endpointURL
+        for (name, value) in query {
+            precondition((name + value).allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) },
+                         "query items are URL-safe as they are")
+            url.target += (url.target.contains("?") ? "&" : "?") + "\(name)=\(value)"
+        }
         var redirects = 0
         while true {
             let response = try exchange("POST", url, body: Array(offer.utf8), extraHeaders: [

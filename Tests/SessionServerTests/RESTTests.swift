@@ -364,6 +364,34 @@ struct RESTMediaTests {
         }
     }
 
+    @Test("WHEP: a preferredResolution and preferredFrameRate in the subscribe URL are set before the answer; bad ones are 400")
+    func subscribeWithWishes() async throws {
+        let f = RouterFixture()
+        let sid = try f.session()
+        let publisher = try await f.client(sid, .publisher), subscriber = try await f.client(sid, .subscriber)
+        try await f.test { client in
+            let published = try await client.execute(uri: "/v2/sessions/\(sid)/publish", method: .post, headers: sdpHeaders(publisher), body: offer)
+            let streamID = try #require(published.headers[.location]?.split(separator: "/").last.map(String.init))
+            let base = "/v2/sessions/\(sid)/streams/\(streamID)/subscribe"
+            for bad in ["preferredResolution=320by240", "preferredResolution=0x240", "preferredResolution=320x",
+                        "preferredResolution=99999x240", "preferredFrameRate=500", "preferredFrameRate=fast"] {
+                try expectError(try await client.execute(uri: "\(base)?\(bad)", method: .post, headers: sdpHeaders(subscriber), body: offer),
+                                400, bad.hasPrefix("preferredResolution") ? "preferredResolution" : "preferredFrameRate")
+            }
+            #expect(f.engine.calls.withLock { $0.subscribed.isEmpty }, "a refused offer subscribes nothing")
+            let response = try await client.execute(uri: "\(base)?preferredResolution=320x240&preferredFrameRate=15.0", method: .post,
+                                                     headers: sdpHeaders(subscriber), body: offer)
+            #expect(response.status == .created)
+            let subscriberID = try #require(f.engine.calls.withLock { $0.subscribed.first })
+            #expect(f.engine.calls.withLock { $0.resolutions[subscriberID] } == FakeMediaEngine.FrameSizeWish(width: 320, height: 240))
+            #expect(f.engine.calls.withLock { $0.frameRates[subscriberID] } == 15.0)
+            // Without them nothing is set: the defaults stand.
+            _ = try await client.execute(uri: base, method: .post, headers: sdpHeaders(subscriber), body: offer)
+            let second = try #require(f.engine.calls.withLock { $0.subscribed.last })
+            #expect(second != subscriberID && f.engine.calls.withLock { $0.resolutions[second] == nil && $0.frameRates[second] == nil })
+        }
+    }
+
     @Test("only the token that published (or subscribed) ends it; a moderator forces it (forceUnpublished); others get 403")
     func deleteOwnership() async throws {
         let f = RouterFixture()

@@ -22,6 +22,13 @@ final class FakeMediaEngine: SessionMediaEngine {
         var onCaption: (@Sendable (String, String, Bool) -> Void)?
         /// nil: captions can run.
         var captionsUnavailable: String?
+        /// Each subscriber's preferredResolution and preferredFrameRate, as set.
+        var resolutions: [String: FrameSizeWish] = [:]
+        var frameRates: [String: Double?] = [:]
+    }
+
+    struct FrameSizeWish: Equatable {
+        var width: Int, height: Int
     }
 
     let calls = PThreadLocked(Calls())
@@ -53,6 +60,14 @@ final class FakeMediaEngine: SessionMediaEngine {
 
     func unsubscribe(subscriberID: String) {
         calls.withLock { $0.unsubscribed.append(subscriberID) }
+    }
+
+    func setSubscriberResolution(subscriberID: String, _ size: (width: Int, height: Int)?) {
+        calls.withLock { $0.resolutions[subscriberID] = size.map { FrameSizeWish(width: $0.width, height: $0.height) } }
+    }
+
+    func setSubscriberFrameRate(subscriberID: String, _ rate: Double?) {
+        calls.withLock { $0.frameRates[subscriberID] = rate }
     }
 
     var counters: ForwardingCounters { ForwardingCounters(packetsForwarded: 12, bytesForwarded: 3456, packetsDropped: 1) }

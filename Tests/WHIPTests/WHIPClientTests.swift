@@ -67,6 +67,18 @@ struct WHIPClientTests {
         #expect(request.headers["authorization"] == nil)
     }
 
+    /// Query items join the endpoint's own query (a subscriber's wishes to camagent's router).
+    @Test func publishAddsQueryItems() throws {
+        let s = try server(created(location: "/r/1"), created(location: "/r/2"))
+        defer { s.stop() }
+        let plain = try WHIPClient(endpoint: "http://127.0.0.1:\(s.port)/whep", logger: quietLogger)
+        _ = try plain.publish(offer: offer, query: [("preferredResolution", "320x240"), ("preferredFrameRate", "15.0")])
+        let withQuery = try WHIPClient(endpoint: "http://127.0.0.1:\(s.port)/whep?connectionId=c1", logger: quietLogger)
+        _ = try withQuery.publish(offer: offer, query: [("preferredResolution", "640x360")])
+        #expect(s.requests.map(\.target) == ["/whep?preferredResolution=320x240&preferredFrameRate=15.0",
+                                             "/whep?connectionId=c1&preferredResolution=640x360"])
+    }
+
     @Test func stopDeletesTheResourceWithTheToken() throws {
         let s = try server(created(location: "/resource/1?x=2"), .respond(status: 204))
         defer { s.stop() }

@@ -382,6 +382,7 @@ struct RESTResponder: HTTPResponder {
 
     private func subscribe(_ request: Request, _ context: Context, sessionID: String, streamID: String) async throws(APIError) -> Response {
         let caller = try await services.authorize(token: token(request), .session(sessionID, needs: .subscribe))
+        let wishes = try Self.offeredWishes(request)
         let offer = try await readOffer(request)
         let subscriberID: String
         do { subscriberID = try registry.reserveSubscriber(sessionID: sessionID, streamID: streamID) } catch { throw APIError(error) }
@@ -401,6 +402,9 @@ struct RESTResponder: HTTPResponder {
                 registry.cancelSubscriber(sessionID: sessionID, streamID: streamID, subscriberID: subscriberID)
                 throw APIError(error)
             }
+            // In force before the answer leaves, so before the subscriber's first packet.
+            if let size = wishes.resolution { services.media.setSubscriberResolution(subscriberID: subscriberID, size) }
+            if let rate = wishes.frameRate { services.media.setSubscriberFrameRate(subscriberID: subscriberID, rate) }
         }
         let tokenID = if case .client(let claims) = caller { claims.tokenID } else { String?.none }
         guard registry.confirmSubscriber(sessionID: sessionID, streamID: streamID, subscriberID: subscriberID, tokenID: tokenID,
@@ -410,6 +414,33 @@ struct RESTResponder: HTTPResponder {
         }
         context.logger.info("subscriber added", metadata: ["session": "\(sessionID)", "stream": "\(streamID)", "subscriber": "\(subscriberID)"])
         return sdp(.created, answer, location: "/v2/sessions/\(sessionID)/streams/\(streamID)/subscribe/\(subscriberID)")
+    }
+
+    /// A subscriber's preferredResolution (`WxH`) and preferredFrameRate
+    /// given with its WHEP offer, as query parameters of the subscribe URL.
+    /// Sent later as `subscriberSettings` they race the subscriber's first
+    /// keyframe: a subscriber that preferred the small simulcast layer could
+    /// start on the large one. Either way they are honoured in routed
+    /// sessions only (a relayed publisher answers for itself).
+    static func offeredWishes(_ request: Request) throws(APIError) -> (resolution: (width: Int, height: Int)?, frameRate: Double?) {
+        let query = request.uri.queryParameters
+        var resolution: (width: Int, height: Int)?
+        if let text = query["preferredResolution"] {
+            let parts = text.split(separator: "x", omittingEmptySubsequences: false)
+            guard parts.count == 2, let width = Int(parts[0]), let height = Int(parts[1]),
+                  (1...ClientMessage.maxVideoWidth).contains(width), (1...ClientMessage.maxVideoHeight).contains(height) else {
+                throw APIError(400, "preferredResolution must be WxH, 1x1 to \(ClientMessage.maxVideoWidth)x\(ClientMessage.maxVideoHeight)")
+            }
+            resolution = (width, height)
+        }
+        var frameRate: Double?
+        if let text = query["preferredFrameRate"] {
+            guard let rate = Double(String(text)), ClientMessage.frameRates.contains(rate) else {
+                throw APIError(400, "preferredFrameRate must be \(Int(ClientMessage.frameRates.lowerBound)) to \(Int(ClientMessage.frameRates.upperBound))")
+            }
+            frameRate = rate
+        }
+        return (resolution, frameRate)
     }
 
     /// Whether a subscriber's offer asks to receive video and the answer
