@@ -80,13 +80,7 @@ public final class UDPSocket: @unchecked Sendable {
                 guard let from else { continue }   // not IPv4/IPv6: cannot happen on this socket
                 return (count, from)
             }
-            switch errno {
-            case EINTR: continue
-            case EAGAIN, EWOULDBLOCK: return nil
-            // An ICMP error reported for an earlier send: nothing to read, the socket is fine.
-            case ECONNREFUSED, EHOSTUNREACH, ENETUNREACH: continue
-            case let code: throw .systemCall("recvfrom(\(local))", errno: code)
-            }
+            guard try retriesReceive(after: errno, call: "recvfrom") else { return nil }
         }
     }
 
@@ -105,13 +99,18 @@ public final class UDPSocket: @unchecked Sendable {
                 batch.count = Int(count)
                 return batch.count
             }
-            switch errno {
-            case EINTR: continue
-            case EAGAIN, EWOULDBLOCK: return 0
-            // An ICMP error reported for an earlier send: nothing to read, the socket is fine.
-            case ECONNREFUSED, EHOSTUNREACH, ENETUNREACH: continue
-            case let code: throw .systemCall("recvmmsg(\(local))", errno: code)
-            }
+            guard try retriesReceive(after: errno, call: "recvmmsg") else { return 0 }
+        }
+    }
+
+    /// After a receive call failed with `code`: true to call again (interrupted,
+    /// or an ICMP error reported for an earlier send: nothing to read, the
+    /// socket is fine), false when nothing is pending; any other error is thrown.
+    private func retriesReceive(after code: Int32, call: String) throws(NetworkError) -> Bool {
+        switch code {
+        case EINTR, ECONNREFUSED, EHOSTUNREACH, ENETUNREACH: return true
+        case EAGAIN, EWOULDBLOCK: return false
+        default: throw .systemCall("\(call)(\(local))", errno: code)
         }
     }
 

@@ -46,10 +46,11 @@ public struct RTPHeader: Hashable, Sendable {
         var first: UInt8 = 2 << 6 | UInt8(csrcs.count)
         if paddingLength > 0 { first |= 0x20 }
         if extensionProfile != nil || oneByteExtension != nil { first |= 0x10 }
-        // The fixed 12 bytes in one append (a dozen appends of a byte each cost a runtime call each).
-        var fixed = ((UInt32(first) << 24 | UInt32((marker ? 0x80 : 0) | (payloadType & 0x7f)) << 16
-                      | UInt32(sequenceNumber)).bigEndian, timestamp.bigEndian, ssrc.bigEndian)
-        withUnsafeBytes(of: &fixed) { out.append(contentsOf: $0) }
+        // Whole 32-bit words: each append is a runtime call (uniqueness, capacity), so not a byte at a time.
+        out.appendBigEndian(UInt32(first) << 24 | UInt32((marker ? 0x80 : 0) | (payloadType & 0x7f)) << 16
+                            | UInt32(sequenceNumber))
+        out.appendBigEndian(timestamp)
+        out.appendBigEndian(ssrc)
         for csrc in csrcs { out.appendBigEndian(csrc) }
         if let profile = extensionProfile {
             out.appendBigEndian(profile)
@@ -58,9 +59,8 @@ public struct RTPHeader: Hashable, Sendable {
         }
         if let element = oneByteExtension {
             // 0xBEDE, one 32-bit word: the element (ID, length - 1 = 0, value), two padding bytes.
-            var block = ((UInt32(OneByteExtension.profile) << 16 | 1).bigEndian,
-                         (UInt32(element.id << 4) << 24 | UInt32(element.value) << 16).bigEndian)
-            withUnsafeBytes(of: &block) { out.append(contentsOf: $0) }
+            out.appendBigEndian(UInt32(OneByteExtension.profile) << 16 | 1)
+            out.appendBigEndian(UInt32(element.id << 4) << 24 | UInt32(element.value) << 16)
         }
     }
 }

@@ -11,16 +11,23 @@ struct MediaSendState {
     var feedback: [FeedbackCounters]
     var reception: [RemoteReception]
     var bitrate: BitrateController
-    /// The kinds this connection sends now (empty while not connected).
-    var sending: Set<MediaKind> = [] {
-        didSet {
-            sendsAudio = sending.contains(.audio)
-            sendsVideo = sending.contains(.video)
-        }
-    }
-    /// `sending`, read once a packet without hashing.
+    /// Whether this connection sends each kind now (neither while not
+    /// connected): two flags, read once a packet without hashing.
     private(set) var sendsAudio = false
     private(set) var sendsVideo = false
+    /// The same as a set.
+    var sending: Set<MediaKind> {
+        get {
+            var kinds: Set<MediaKind> = []
+            if sendsAudio { kinds.insert(.audio) }
+            if sendsVideo { kinds.insert(.video) }
+            return kinds
+        }
+        set {
+            sendsAudio = newValue.contains(.audio)
+            sendsVideo = newValue.contains(.video)
+        }
+    }
     /// The first stream of each kind (the streams are fixed at the start).
     private let firstAudioStream: Int?
     private let firstVideoStream: Int?

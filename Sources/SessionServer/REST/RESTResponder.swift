@@ -428,15 +428,15 @@ struct RESTResponder: HTTPResponder {
         if let text = query["preferredResolution"] {
             let parts = text.split(separator: "x", omittingEmptySubsequences: false)
             guard parts.count == 2, let width = Int(parts[0]), let height = Int(parts[1]),
-                  (1...ClientMessage.maxVideoWidth).contains(width), (1...ClientMessage.maxVideoHeight).contains(height) else {
-                throw APIError(400, "preferredResolution must be WxH, 1x1 to \(ClientMessage.maxVideoWidth)x\(ClientMessage.maxVideoHeight)")
+                  ClientMessage.acceptsPreferredResolution(width: width, height: height) else {
+                throw APIError(400, "preferredResolution must be WxH, \(ClientMessage.preferredResolutionBounds)")
             }
             resolution = (width, height)
         }
         var frameRate: Double?
         if let text = query["preferredFrameRate"] {
             guard let rate = Double(String(text)), ClientMessage.frameRates.contains(rate) else {
-                throw APIError(400, "preferredFrameRate must be \(Int(ClientMessage.frameRates.lowerBound)) to \(Int(ClientMessage.frameRates.upperBound))")
+                throw APIError(400, "preferredFrameRate must be \(ClientMessage.preferredFrameRateBounds)")
             }
             frameRate = rate
         }

@@ -25,6 +25,12 @@ enum ClientMessage: Equatable {
     static let maxSignalTypeLength = 128
     static let maxVideoWidth = 7680, maxVideoHeight = 4320
     static let frameRates = 1.0...120.0
+    /// A subscriber's preferredResolution, in `subscriberSettings` or its WHEP offer's URL.
+    static func acceptsPreferredResolution(width: Int, height: Int) -> Bool {
+        (1...maxVideoWidth).contains(width) && (1...maxVideoHeight).contains(height)
+    }
+    static let preferredResolutionBounds = "1x1 to \(maxVideoWidth)x\(maxVideoHeight)"
+    static let preferredFrameRateBounds = "\(Int(frameRates.lowerBound)) to \(Int(frameRates.upperBound))"
 
     private struct Envelope: Decodable { var type: String? }
 
@@ -108,13 +114,13 @@ enum ClientMessage: Equatable {
         case "subscriberSettings":
             let fields = try decode(SubscriberSettingsFields.self, bytes, type)
             if let r = fields.preferredResolution {
-                guard (1...maxVideoWidth).contains(r.width), (1...maxVideoHeight).contains(r.height) else {
-                    throw SignallingRefusal(400, "preferredResolution must be 1x1 to \(maxVideoWidth)x\(maxVideoHeight)")
+                guard acceptsPreferredResolution(width: r.width, height: r.height) else {
+                    throw SignallingRefusal(400, "preferredResolution must be \(preferredResolutionBounds)")
                 }
             }
             if let rate = fields.preferredFrameRate {
                 guard frameRates.contains(rate) else {
-                    throw SignallingRefusal(400, "preferredFrameRate must be \(Int(frameRates.lowerBound)) to \(Int(frameRates.upperBound))")
+                    throw SignallingRefusal(400, "preferredFrameRate must be \(preferredFrameRateBounds)")
                 }
             }
             let settings = SubscriberSettings(
