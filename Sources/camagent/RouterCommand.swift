@@ -123,6 +123,7 @@ struct RouterCommand: ParsableCommand {
             throw ExitCode(ExitCodes.secretFileError)
         }
         printLine(secret.wasCreated ? "secret: created \(secretFile)" : "secret: \(secretFile)")
+        warnIfShort(secret)
         let tls: RouterTLSIdentity?
         do {
             let loaded = try loadTLS(host: host)
@@ -200,8 +201,19 @@ extension ExitCodes {
 /// The secret file `token` and `session create` read (they never create
 /// one): on failure, the error on stderr and exit 78.
 func readRouterSecret(at path: String) throws -> RouterSecret {
-    do { return try RouterSecret.load(from: path) } catch {
+    let secret: RouterSecret
+    do { secret = try RouterSecret.load(from: path) } catch {
         printError("camagent: \(error)")
         throw ExitCode(ExitCodes.secretFileError)
     }
+    warnIfShort(secret)
+    return secret
+}
+
+/// A secret shorter than HS256's 32 bytes works (the file's bytes are the key, as the contract
+/// says), but is said on stderr each time it is used.
+func warnIfShort(_ secret: RouterSecret) {
+    guard secret.isShorterThanRecommended else { return }
+    printError("camagent: warning: the secret in \(secret.path) is \(secret.key.count) bytes long; HS256 wants at least "
+               + "\(RouterSecret.recommendedKeyLength) (RFC 7518 §3.2): a short key can be guessed, and whoever guesses it can mint tokens")
 }

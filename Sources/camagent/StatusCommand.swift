@@ -131,7 +131,7 @@ struct StatusCommand: ParsableCommand {
 
 /// The viewers' token from its file (trimmed, at least 32 bytes), or exit 78 saying why not.
 func readViewerToken(_ path: String) throws -> String {
-    do { return String(decoding: try RouterSecret.load(from: path).key, as: UTF8.self) } catch {
+    do { return String(decoding: try RouterSecret.load(from: path, minimumLength: RouterSecret.recommendedKeyLength).key, as: UTF8.self) } catch {
         printFailure("viewer token: \(error)")
         throw ExitCode(ExitCodes.secretFileError)
     }
@@ -139,7 +139,7 @@ func readViewerToken(_ path: String) throws -> String {
 
 /// The viewers' token from its file, made (mode 0600, 64 random hex digits) when missing; else exit 78.
 func loadViewerToken(_ path: String) throws -> String {
-    do { return String(decoding: try RouterSecret.load(orCreateAt: path).key, as: UTF8.self) } catch {
+    do { return String(decoding: try RouterSecret.load(orCreateAt: path, minimumLength: RouterSecret.recommendedKeyLength).key, as: UTF8.self) } catch {
         printFailure("viewer token: \(error)")
         throw ExitCode(ExitCodes.secretFileError)
     }

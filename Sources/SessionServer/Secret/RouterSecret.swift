@@ -7,9 +7,12 @@ import Glibc
 public struct RouterSecret: Sendable {
     /// Longest secret file read; a key needs far less, a larger file is a mistake.
     public static let maxFileSize = 64 * 1024
-    /// Shortest key accepted: HS256 wants at least its hash's 32 bytes (and
-    /// jwt-kit stops a debug build on a shorter one).
-    public static let minKeyLength = 32
+    /// HS256's key size: RFC 7518 §3.2 asks for at least the hash's 32 bytes.
+    /// A router's secret may be shorter (the contract puts no bound on the
+    /// file, and a test's "secret" must work): it is used, and its users warn
+    /// (`isShorterThanRecommended`). A bearer token read from a file (the
+    /// viewers') must have this length.
+    public static let recommendedKeyLength = 32
 
     /// The key bytes (the trimmed file content).
     public let key: [UInt8]
@@ -18,11 +21,16 @@ public struct RouterSecret: Sendable {
     /// True when this call created the file.
     public let wasCreated: Bool
 
+    /// True when the key is shorter than HS256's 32 bytes: anyone who guesses it can mint tokens.
+    public var isShorterThanRecommended: Bool { key.count < Self.recommendedKeyLength }
+
     /// A key given directly (tests, or a caller that keeps its own); at
-    /// least `minKeyLength` bytes.
-    public init(key: [UInt8], path: String = "", wasCreated: Bool = false) throws(RouterSecretError) {
-        guard key.count >= Self.minKeyLength else {
-            throw .tooShort(path: path, length: key.count, minimum: Self.minKeyLength)
+    /// least `minimumLength` bytes, and never empty.
+    public init(key: [UInt8], path: String = "", wasCreated: Bool = false,
+                minimumLength: Int = 1) throws(RouterSecretError) {
+        guard !key.isEmpty else { throw .empty(path: path) }
+        guard key.count >= minimumLength else {
+            throw .tooShort(path: path, length: key.count, minimum: minimumLength)
         }
         self.key = key
         self.path = path
@@ -30,24 +38,26 @@ public struct RouterSecret: Sendable {
     }
 
     /// Reads the secret file; a missing file is an error (`.missing`).
-    public static func load(from path: String) throws(RouterSecretError) -> RouterSecret {
+    public static func load(from path: String, minimumLength: Int = 1) throws(RouterSecretError) -> RouterSecret {
         guard let key = try readKey(at: path) else { throw .missing(path: path) }
-        return try RouterSecret(key: key, path: path, wasCreated: false)
+        return try RouterSecret(key: key, path: path, wasCreated: false, minimumLength: minimumLength)
     }
 
     /// Reads the secret file, or creates it when there is none: 32 random
     /// bytes as 64 lowercase hex digits, created with O_EXCL and mode 0600
     /// (the mode is set by open itself, so the key is never readable by
     /// others, not even for a moment).
-    public static func load(orCreateAt path: String) throws(RouterSecretError) -> RouterSecret {
-        if let key = try readKey(at: path) { return try RouterSecret(key: key, path: path, wasCreated: false) }
+    public static func load(orCreateAt path: String, minimumLength: Int = 1) throws(RouterSecretError) -> RouterSecret {
+        if let key = try readKey(at: path) {
+            return try RouterSecret(key: key, path: path, wasCreated: false, minimumLength: minimumLength)
+        }
         let text = randomHex(byteCount: 32)
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode_t(0o600))
         if fd < 0 {
             let code = errno
             // Someone else created it between our read and our open: use theirs.
             if code == EEXIST, let key = try readKey(at: path) {
-                return try RouterSecret(key: key, path: path, wasCreated: false)
+                return try RouterSecret(key: key, path: path, wasCreated: false, minimumLength: minimumLength)
             }
             throw .cannotCreate(path: path, reason: errnoText(code))
         }
@@ -131,7 +141,7 @@ public enum RouterSecretError: Error, Equatable, Sendable, CustomStringConvertib
         case .empty(let path): "the secret file \(path) is empty"
         case .tooLarge(let path, let limit): "the secret file \(path) is larger than \(limit) bytes; is it the right file?"
         case .tooShort(let path, let length, let minimum):
-            "the secret in \(path.isEmpty ? "(given directly)" : path) is \(length) bytes long; HS256 needs at least \(minimum) (delete the file to have the router make a new one)"
+            "the secret in \(path.isEmpty ? "(given directly)" : path) is \(length) bytes long; at least \(minimum) are needed (delete the file to have a new one made)"
         case .cannotCreate(let path, let reason): "cannot create the secret file \(path): \(reason)"
         }
     }

@@ -22,7 +22,10 @@ public struct TokenAuthority: Sendable {
     private let key: [UInt8]
 
     public init(secret: RouterSecret) {
-        key = secret.key
+        // HMAC pads a key shorter than SHA-256's 64-byte block with zeros (RFC 2104 §2), so the
+        // key padded to 32 bytes signs exactly as the key itself does, and jwt-kit, which asserts
+        // (in debug builds) on a key shorter than the hash, takes it.
+        key = secret.key + [UInt8](repeating: 0, count: max(0, RouterSecret.recommendedKeyLength - secret.key.count))
     }
 
     /// A key collection holding only this router's HS256 key. JWTKit's
