@@ -2,12 +2,17 @@
 journal (or a file, without escape sequences), --device names that match
 nothing, output files that cannot be written (exit 73), and --rotate-pixels
 with --mirror checked by pixels, on a host with no camera and no sound card."""
+import base64
+import hashlib
+import hmac
 import json
 import os
 import signal
 import subprocess
 import time
 import sys
+import urllib.error
+import urllib.request
 
 import numpy as np
 import pytest
@@ -191,6 +196,90 @@ def test_subscribe_waits_with_seconds_past_what_an_int_holds(tmp_path):
             if proc and proc.poll() is None:
                 proc.kill()
                 proc.wait(timeout=10)
+
+
+def _hs256(key, claims):
+    """A JWT made the way any library makes one (RFC 7519 with HS256), with Python's hmac."""
+    def b64(raw):
+        return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+    signed = b64(json.dumps({"alg": "HS256", "typ": "JWT"}).encode()) + "." + b64(json.dumps(claims).encode())
+    return signed + "." + b64(hmac.new(key, signed.encode(), hashlib.sha256).digest())
+
+
+def test_a_short_secret_of_ones_own_signs_tokens_any_jwt_library_makes(tmp_path):
+    """The contract: the secret file's trimmed content is the HS256 key's bytes. A short one
+    ("s3cret", 6 bytes) is used, with a warning; tokens made elsewhere with those bytes are
+    taken, and `camagent token` signs with exactly them."""
+    from pipe_lines import PipeLines
+    secret = tmp_path / "router.secret"
+    secret.write_text("  s3cret\n")
+    router = subprocess.Popen([BIN, "router", "--listen", "127.0.0.1:0", "--secret-file", str(secret)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        url, lines, deadline = None, PipeLines(router.stdout), time.monotonic() + 30
+        while url is None and (line := lines.next(deadline, router)) is not None:
+            if line.startswith("router: listening on "):
+                url = line.split()[-1]
+        assert url, f"the router did not say where it listens (exit {router.poll()})"
+        now = int(time.time())
+        project = _hs256(b"s3cret", {"ist": "project", "iat": now, "exp": now + 300, "jti": "t1"})
+        request = urllib.request.Request(f"{url}/v2/sessions", data=b'{"mediaMode": "routed"}', method="POST",
+                                         headers={"Authorization": f"Bearer {project}", "Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            session_id = json.loads(response.read())["sessionId"]
+        # Another key's token is refused.
+        forged = _hs256(b"s3cret!", {"ist": "project", "iat": now, "exp": now + 300, "jti": "t2"})
+        request = urllib.request.Request(f"{url}/v2/sessions", data=b'{"mediaMode": "routed"}', method="POST",
+                                         headers={"Authorization": f"Bearer {forged}", "Content-Type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=10)
+        assert refused.value.code == 401
+    finally:
+        router.terminate()
+        _, err = router.communicate(timeout=20)
+    assert b"the secret in " + str(secret).encode() + b" is 6 bytes long" in err, err[-2000:]
+    # `camagent token`: the token alone on stdout, the warning on stderr, signed with b"s3cret".
+    minted = run(["token", "--secret-file", str(secret), "--session", session_id, "--role", "subscriber"])
+    assert minted.returncode == 0, minted.stderr
+    token = minted.stdout.strip()
+    claims = json.loads(base64.urlsafe_b64decode(token.split(".")[1] + "=="))
+    assert claims["session_id"] == session_id and claims["role"] == "subscriber", claims
+    header_and_claims = token.rsplit(".", 1)[0]
+    expected = base64.urlsafe_b64encode(hmac.new(b"s3cret", header_and_claims.encode(), hashlib.sha256).digest()).rstrip(b"=")
+    assert token.rsplit(".", 1)[1].encode() == expected
+    assert "6 bytes long" in minted.stderr and "RFC 7518" in minted.stderr, minted.stderr
+
+
+@pytest.mark.parametrize("json_lines", [False, True])
+def test_ctrl_c_while_joining_a_router_that_never_answers(json_lines):
+    """A router that takes the TCP connection and never answers the WebSocket upgrade: Ctrl-C
+    ends `subscribe --session` at once, saying so, rather than after --http-timeout (60 s here)."""
+    import socket
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        server.settimeout(30)
+        port = server.getsockname()[1]
+        proc = subprocess.Popen([BIN, "subscribe", "--session", f"http://127.0.0.1:{port}/v2/sessions/s1",
+                                 "--token", "t", "--http-timeout", "60", "--audio-out", "none"]
+                                + (["--json"] if json_lines else []),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            client, _ = server.accept()   # the subscriber is in its upgrade's wait now
+            with client:
+                proc.send_signal(signal.SIGINT)
+                # Well within the 60 s the wait would otherwise take.
+                out, err = proc.communicate(timeout=20)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
+    assert proc.returncode == 0, (proc.returncode, err[-2000:])
+    if json_lines:
+        stopped = [json.loads(l) for l in out.splitlines() if '"subscribe"' in l]
+        assert [(e["state"], e["reason"]) for e in stopped] == [("stopped", "stopped while joining the session")], out
+    else:
+        assert "subscribe: stopped while joining the session" in err, err
 
 
 @pytest.mark.parametrize("limit", [["--duration", "1e300"], ["--frames", "9223372036854775807"]])
