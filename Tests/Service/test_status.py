@@ -22,21 +22,16 @@ EXIT_UNREACHABLE = 80
 EXIT_UNAUTHORIZED = 81
 
 
-def free_port():
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Publisher:
     def __init__(self, tmp_path, token_file, cameras=1):
-        self.port = free_port()
+        # Port 0: the kernel picks a free one and the serving event says which (a port found free
+        # beforehand could be taken by someone else before camagent binds it).
+        self.port = None
         self.out_path = tmp_path / "stdout.jsonl"
         self.err_path = tmp_path / "stderr.log"
         devices = ["--device", "test-pattern"] * cameras
         self.proc = subprocess.Popen([BIN, "publish", *devices, "--size", "320x240", "--audio", "none",
-                                      "--listen", f"127.0.0.1:{self.port}", "--viewer-token-file", str(token_file),
+                                      "--listen", "127.0.0.1:0", "--viewer-token-file", str(token_file),
                                       "--json"], stdout=open(self.out_path, "w"), stderr=open(self.err_path, "w"))
 
     def serving(self, timeout=60):
@@ -45,7 +40,9 @@ class Publisher:
         while time.monotonic() < deadline:
             for line in open(self.out_path):
                 if line.startswith("{") and json.loads(line).get("event") == "serving":
-                    return json.loads(line)
+                    event = json.loads(line)
+                    self.port = event["port"]
+                    return event
             assert self.proc.poll() is None, open(self.err_path).read()[-3000:]
             time.sleep(0.1)
         raise AssertionError("no serving event in 60 s:\n" + open(self.err_path).read()[-3000:])
