@@ -132,7 +132,7 @@ struct CaptureCommand: ParsableCommand {
         if let capture, let settings {
             report.video = sink.summary(settings: capture.captureSettings ?? settings, statistics: capture.statistics)
         } else {
-            _ = sink.summary(settings: nil, statistics: CaptureStatistics())
+            sink.closeWithoutSummary()
         }
         if let audioDevice, let audioSink, let s = audioDevice.captureSettings {
             let finished = audioSink.finish()
@@ -275,7 +275,7 @@ final class CaptureSink: VideoCaptureConsumer, @unchecked Sendable {  // mutable
     var firstTimestamp: MonotonicTimestamp? { state.withLock { $0.firstTimestamp } }
 
     /// Closes the output without a video summary (audio-only runs).
-    func summary(settings: CaptureSettings?, statistics: CaptureStatistics) {
+    func closeWithoutSummary() {
         state.withLock { s in
             if let writer = s.writer { try? writer.close(); s.writer = nil }
         }

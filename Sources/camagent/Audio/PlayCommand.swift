@@ -70,7 +70,7 @@ struct PlayCommand: ParsableCommand {
             let room = 40 - device.bus.queuedRenderChunks
             if room > 0 {
                 let end = min(samples.count, offset + room * chunk)
-                samples[offset..<end].withUnsafeBufferPointer { device.bus.queueForRender($0) }
+                _ = samples[offset..<end].withUnsafeBufferPointer { device.bus.queueForRender($0) }   // room was checked
                 offset = end
             }
             _ = wake.wait(milliseconds: 10)
