@@ -44,7 +44,7 @@ The router finds utterances as CAMAGENT_CAPTIONS_VAD says (silero, its default, 
 the results record which. CAMAGENT_CAPTIONS_FINAL_BEAM=N sets the finals' beam (1: greedy;
 the default 3), recorded as `finalBeam`; CAMAGENT_CAPTIONS_EARLY_FINAL_FRAMES=N how many
 20 ms frames into a pause the final is recognised (0: only when the utterance has ended; the
-default 5), recorded as `earlyFinalFrames`. BENCH_CAPTIONS_BUSY=N runs N CPU-bound processes (`yes`) beside
+default 3, as the router's), recorded as `earlyFinalFrames`. BENCH_CAPTIONS_BUSY=N runs N CPU-bound processes (`yes`) beside
 the whole measurement: latency under load.
 
 Targets (issue 15): a final within 1.0 s of the end of speech; at most half a core per
@@ -83,7 +83,7 @@ TARGET_CORES = 0.5
 PREFIX = os.environ.get("CAMAGENT_CAPTIONS_PREFIX", "/opt/camagent-captions")
 VOICE_DETECTION = os.environ.get("CAMAGENT_CAPTIONS_VAD") or "silero"
 FINAL_BEAM = int(os.environ.get("CAMAGENT_CAPTIONS_FINAL_BEAM") or 3)
-EARLY_FINAL_FRAMES = int(os.environ.get("CAMAGENT_CAPTIONS_EARLY_FINAL_FRAMES") or 5)
+EARLY_FINAL_FRAMES = int(os.environ.get("CAMAGENT_CAPTIONS_EARLY_FINAL_FRAMES") or 3)   # the router's default (StreamCaptioner.Settings)
 BUSY = int(os.environ.get("BENCH_CAPTIONS_BUSY", "0"))
 
 
