@@ -3,6 +3,7 @@ journal (or a file, without escape sequences), --device names that match
 nothing, output files that cannot be written (exit 73), and --rotate-pixels
 with --mirror checked by pixels, on a host with no camera and no sound card."""
 import base64
+import contextlib
 import hashlib
 import hmac
 import json
@@ -21,6 +22,18 @@ from conftest import BIN, EXIT_NO_SUCH_DEVICE, EXIT_USAGE, ROOT, run
 
 sys.path.insert(0, os.path.join(ROOT, "Tests", "Device"))
 from pattern import decode_counter, read_y4m  # noqa: E402
+
+
+@contextlib.contextmanager
+def killed_if_left(proc):
+    """A process the block should have ended is killed when the block is left without that
+    (an assertion, a timeout), so that no test leaves one running."""
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
 
 
 def run_with_stderr_file(args, tmp_path, journal):
@@ -157,6 +170,17 @@ def test_a_frame_timeout_beyond_an_hour_is_a_usage_error(value):
     assert "--frame-timeout must be between 0 and 3600 seconds" in proc.stderr, proc.stderr
 
 
+def router_url(router):
+    """The URL a `camagent router --listen 127.0.0.1:0` says it listens on (within 30 s)."""
+    from pipe_lines import PipeLines
+    url, lines, deadline = None, PipeLines(router.stdout), time.monotonic() + 30
+    while url is None and (line := lines.next(deadline, router)) is not None:
+        if line.startswith("router: listening on "):
+            url = line.split()[-1]
+    assert url, f"the router did not say where it listens (exit {router.poll()})"
+    return url
+
+
 def test_subscribe_waits_with_seconds_past_what_an_int_holds(tmp_path):
     # subscribe printed --wait-for-stream (and --reconnect-window) as whole seconds through an
     # Int: 1e19 trapped as soon as it had joined the session. Now it waits for a stream, as
@@ -167,11 +191,7 @@ def test_subscribe_waits_with_seconds_past_what_an_int_holds(tmp_path):
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     subscriber = None
     try:
-        url, lines, deadline = None, PipeLines(router.stdout), time.monotonic() + 30
-        while url is None and (line := lines.next(deadline, router)) is not None:
-            if line.startswith("router: listening on "):
-                url = line.split()[-1]
-        assert url, f"the router did not say where it listens (exit {router.poll()})"
+        url = router_url(router)
         created = run(["session", "create", "--router", url, "--secret-file", str(secret)])
         assert created.returncode == 0, created.stderr
         token = run(["token", "--secret-file", str(secret), "--session", created.stdout.strip(), "--role", "subscriber"])
@@ -210,17 +230,12 @@ def test_a_short_secret_of_ones_own_signs_tokens_any_jwt_library_makes(tmp_path)
     """The contract: the secret file's trimmed content is the HS256 key's bytes. A short one
     ("s3cret", 6 bytes) is used, with a warning; tokens made elsewhere with those bytes are
     taken, and `camagent token` signs with exactly them."""
-    from pipe_lines import PipeLines
     secret = tmp_path / "router.secret"
     secret.write_text("  s3cret\n")
     router = subprocess.Popen([BIN, "router", "--listen", "127.0.0.1:0", "--secret-file", str(secret)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        url, lines, deadline = None, PipeLines(router.stdout), time.monotonic() + 30
-        while url is None and (line := lines.next(deadline, router)) is not None:
-            if line.startswith("router: listening on "):
-                url = line.split()[-1]
-        assert url, f"the router did not say where it listens (exit {router.poll()})"
+        url = router_url(router)
         now = int(time.time())
         project = _hs256(b"s3cret", {"ist": "project", "iat": now, "exp": now + 300, "jti": "t1"})
         request = urllib.request.Request(f"{url}/v2/sessions", data=b'{"mediaMode": "routed"}', method="POST",
@@ -264,16 +279,12 @@ def test_ctrl_c_while_joining_a_router_that_never_answers(json_lines):
                                  "--token", "t", "--http-timeout", "60", "--audio-out", "none"]
                                 + (["--json"] if json_lines else []),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
+        with killed_if_left(proc):
             client, _ = server.accept()   # the subscriber is in its upgrade's wait now
             with client:
                 proc.send_signal(signal.SIGINT)
                 # Well within the 60 s the wait would otherwise take.
                 out, err = proc.communicate(timeout=20)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(timeout=10)
     assert proc.returncode == 0, (proc.returncode, err[-2000:])
     if json_lines:
         stopped = [json.loads(l) for l in out.splitlines() if '"subscribe"' in l]
@@ -288,15 +299,11 @@ def test_a_huge_limit_captures_until_interrupted(limit):
     # capture runs (at most ten years) until Ctrl-C, which ends it cleanly.
     proc = subprocess.Popen([BIN, "capture", "--device", "test-pattern", "--size", "160x120", *limit],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
+    with killed_if_left(proc):
         first = proc.stderr.readline()
         assert first.startswith("camagent: capturing ("), first
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=10)
     assert proc.returncode == 0, (proc.returncode, (first + err)[-2000:])
 
 
