@@ -101,9 +101,16 @@ public final class Session: Sendable {
     public var connections: [SessionConnection] { state.withLock { $0.connections } }
 
     /// Opens the signalling WebSocket and waits (within the timeout) for `connected`.
+    /// A `disconnect()` meanwhile ends the wait for `connected` (`notConnected`);
+    /// the TCP connect and the upgrade before it still take up to the timeout.
     public func connect() throws(SessionError) {
         let joined = try openSignalling()
         adopt(joined)
+        // disconnect() came while `connected` was on its way: it may have found no socket to close.
+        guard !readerStop.isStopRequested else {
+            joined.socket.close()
+            throw .notConnected
+        }
         deliver(.connected(connectionId: joined.connectionId, capabilities: joined.capabilities, streams: joined.streams))
         let reader = StoppableThread(name: "camagent-session", signal: readerStop) { [self] stop in read(joined.socket, stop) }
         state.withLock { $0.reader = reader }
@@ -144,8 +151,13 @@ public final class Session: Sendable {
                 socket.close()
                 throw .timedOut(seconds: timeout)
             }
+            // In short waits, so that disconnect() (or the reader's stop, for a rejoin) ends it.
+            guard !readerStop.isStopRequested else {
+                socket.close()
+                throw .notConnected
+            }
             let message: WebSocketConnection.Message?
-            do { message = try socket.receive(timeout: left) } catch {
+            do { message = try socket.receive(timeout: min(left, 0.25)) } catch {
                 socket.close()
                 throw .signalling(error)
             }
@@ -185,8 +197,9 @@ public final class Session: Sendable {
     /// WebSocket (the router then says connectionDestroyed to the others).
     public func disconnect() {
         for publication in publications.all { unpublish(publication.publisher) }
-        let (socket, reader) = state.withLock { s in (s.socket, s.reader) }
+        // The stop first: a connect under way either sees it or has stored its socket to be closed here.
         readerStop.requestStop()
+        let (socket, reader) = state.withLock { s in (s.socket, s.reader) }
         socket?.close()
         reader?.stop()
     }
