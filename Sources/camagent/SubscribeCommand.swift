@@ -157,9 +157,7 @@ struct SubscribeCommand: ParsableCommand {
         let joining = PThreadLocked(false)
         let signals = SignalStop {
             stopRequested.withLock { $0 = true }
-            // Under the lock: the main thread cannot leave the connect (and join) meanwhile.
-            joining.withLock { joining in
-                guard joining else { return }
+            if joining.withLock({ $0 }) {
                 out.stoppedJoining()
                 // _exit, not exit: exit's handlers and destructors would run while the main thread
                 // still waits inside the connect (a crash or a hang); what was printed goes first.
@@ -526,7 +524,7 @@ final class SubscriberPrinter: Sendable {
         }
     }
 
-    /// Stopped (Ctrl-C, SIGTERM) before the session was joined: a clean end, exit 0.
+    /// Stopped (Ctrl-C, SIGTERM) before the stream was there: a clean end, exit 0.
     func stoppedJoining() {
         if json { line(EventLine(event: "subscribe", state: "stopped", reason: "stopped while joining the session")) } else {
             finishStatusLine()
@@ -534,7 +532,6 @@ final class SubscriberPrinter: Sendable {
         }
     }
 
-    /// Stopped (Ctrl-C, SIGTERM) before the stream was there: a clean end, exit 0.
     func stoppedWaiting() {
         if json { line(EventLine(event: "subscribe", state: "stopped", reason: "stopped while waiting for the stream")) } else {
             finishStatusLine()
