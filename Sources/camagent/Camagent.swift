@@ -21,6 +21,8 @@ struct Camagent: ParsableCommand {
     /// front of the command line's first (`ConfiguredCommandLine`), and its
     /// errors naming the file's key and line.
     static func main() {
+        // First, before any thread exists: SIGINT and SIGTERM are never lost, however early they come.
+        TerminationSignals.takeOver()
         // Every way out (a return, exit(), ArgumentParser's exit) gives queued output a few seconds to be written.
         atexit { OutputQueue.standard.flush(seconds: 5) }
         // A reader that goes away is an EPIPE the output thread handles (OutputQueue), not a

@@ -344,32 +344,6 @@ struct CaptureSummary: Encodable {
     }
 }
 
-/// Turns SIGINT/SIGTERM into a clean stop with a summary; and the reader of
-/// stdout or stderr going away (`camagent publish --json | head -3`) too,
-/// unless that reader was systemd's journal.
-final class SignalStop: @unchecked Sendable {  // the sources are only kept alive, never touched again
-    private let sources: [DispatchSourceSignal]
-
-    init(_ action: @escaping @Sendable () -> Void) {
-        sources = [SIGINT, SIGTERM].map { sig in
-            signal(sig, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-            source.setEventHandler(handler: action)
-            source.resume()
-            return source
-        }
-        OutputQueue.standard.whenReaderGone { fd in
-            // A broken journal stream stops nothing: a service that stopped with exit 0 would not
-            // be restarted (Restart=on-failure), so it goes on writing nowhere, as it did before.
-            // (journald keeps its streams across its own restarts: this should not happen anyway.)
-            let journal = getenv("JOURNAL_STREAM").map { ["JOURNAL_STREAM": String(cString: $0)] } ?? [:]
-            guard LogStyle.detect(environment: journal, fd: fd) != .journal else { return }
-            printError("camagent: the reader of \(fd == 1 ? "stdout" : "stderr") went away (broken pipe); stopping")
-            action()
-        }
-    }
-}
-
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -158,15 +158,14 @@ struct RouterCommand: ParsableCommand {
             configuration: SessionServerConfiguration(host: host, port: port, limits: limits, transportSecurity: tls),
             secret: secret, mediaEngine: RouterMediaEngine(router: streams, captions: captions), logger: logger)
 
-        // The server runs in a ServiceGroup that turns SIGINT and SIGTERM into
-        // a graceful shutdown; this thread waits for it to start, then to end.
+        // The server runs in a ServiceGroup, which SIGINT and SIGTERM shut down
+        // gracefully (even one that comes before it runs); this thread waits for
+        // it to start, then to end.
+        let group = ServiceGroup(configuration: .init(services: [server], logger: logger))
+        TerminationSignals.onSignal { Task { await group.triggerGracefulShutdown() } }
         let running: BackgroundServer
         do {
-            running = try BackgroundServer(run: {
-                let group = ServiceGroup(configuration: .init(
-                    services: [server], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
-                try await group.run()
-            }, boundPort: { server.boundPort })
+            running = try BackgroundServer(run: { try await group.run() }, boundPort: { server.boundPort })
         } catch {
             printError("camagent: the router cannot listen on \(listen): \(error)")
             throw ExitCode(ExitCodes.listenFailed)
