@@ -6,6 +6,7 @@ import Networking
 import Publisher
 import Session
 import Subscriber
+import SystemdSupport
 import WHIP
 
 /// `camagent subscribe`: receive one stream (of a router session, or from
@@ -151,7 +152,21 @@ struct SubscribeCommand: ParsableCommand {
         // Ctrl-C and SIGTERM stop cleanly from here on: while the stream is awaited too
         // (the session is left with a goodbye, not killed mid-wait).
         let stopRequested = PThreadLocked(false)
-        let signals = SignalStop { stopRequested.withLock { $0 = true } }
+        // While joining, the WebSocket's connect and upgrade wait up to --http-timeout and nothing is
+        // joined yet to leave: Ctrl-C then ends the command at once, rather than after that wait.
+        let joining = PThreadLocked(false)
+        let signals = SignalStop {
+            stopRequested.withLock { $0 = true }
+            // Under the lock: the main thread cannot leave the connect (and join) meanwhile.
+            joining.withLock { joining in
+                guard joining else { return }
+                out.stoppedJoining()
+                // _exit, not exit: exit's handlers and destructors would run while the main thread
+                // still waits inside the connect (a crash or a hang); what was printed goes first.
+                OutputQueue.standard.flush(seconds: 2)
+                _exit(ExitCodes.ok)
+            }
+        }
         defer { withExtendedLifetime(signals) {} }
 
         // The renderers first: an unwritable file, a missing or busy device fails before any network.
@@ -180,7 +195,17 @@ struct SubscribeCommand: ParsableCommand {
                                  rejoinWindow: reconnectWindow, logger: logger)
             let watch = SessionWatch { event in out.signalling(event) }
             client.delegate = watch
-            do { try client.connect() } catch { throw fail(error) }
+            joining.withLock { $0 = true }
+            do { try client.connect() } catch {
+                joining.withLock { $0 = false }
+                throw fail(error)
+            }
+            joining.withLock { $0 = false }
+            if stopRequested.withLock({ $0 }) {   // Ctrl-C just as `connected` came: leave with a goodbye
+                client.disconnect()
+                out.stoppedJoining()
+                return
+            }
             joinedSession = client
             // A publisher-only token may join but not subscribe: say so now, not after
             // waiting for a stream that it could not take anyway.
@@ -498,6 +523,14 @@ final class SubscriberPrinter: Sendable {
     func waiting(for stream: String) {
         if json { line(EventLine(event: "subscribe", state: "waiting", stream: stream)) } else {
             status.show("waiting for \(stream) to be published…")
+        }
+    }
+
+    /// Stopped (Ctrl-C, SIGTERM) before the session was joined: a clean end, exit 0.
+    func stoppedJoining() {
+        if json { line(EventLine(event: "subscribe", state: "stopped", reason: "stopped while joining the session")) } else {
+            finishStatusLine()
+            printError("subscribe: stopped while joining the session")
         }
     }
 

@@ -299,6 +299,34 @@ def test_a_signal_at_any_moment_of_the_start_is_never_lost():
     assert outcomes["killed"] > 0, outcomes   # the sweep began before signals were taken
 
 
+@pytest.mark.parametrize("json_lines", [False, True])
+def test_ctrl_c_while_joining_a_router_that_never_answers(json_lines):
+    """A router that takes the TCP connection and never answers the WebSocket upgrade: Ctrl-C
+    ends `subscribe --session` at once, saying so, rather than after --http-timeout (60 s here)."""
+    import socket
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        server.settimeout(30)
+        port = server.getsockname()[1]
+        proc = subprocess.Popen([BIN, "subscribe", "--session", f"http://127.0.0.1:{port}/v2/sessions/s1",
+                                 "--token", "t", "--http-timeout", "60", "--audio-out", "none"]
+                                + (["--json"] if json_lines else []),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        with killed_if_left(proc):
+            client, _ = server.accept()   # the subscriber is in its upgrade's wait now
+            with client:
+                proc.send_signal(signal.SIGINT)
+                # Well within the 60 s the wait would otherwise take.
+                out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, (proc.returncode, err[-2000:])
+    if json_lines:
+        stopped = [json.loads(l) for l in out.splitlines() if '"subscribe"' in l]
+        assert [(e["state"], e["reason"]) for e in stopped] == [("stopped", "stopped while joining the session")], out
+    else:
+        assert "subscribe: stopped while joining the session" in err, err
+
+
 @pytest.mark.parametrize("limit", [["--duration", "1e300"], ["--frames", "9223372036854775807"]])
 def test_a_huge_limit_captures_until_interrupted(limit):
     # Both once trapped converting seconds to an Int (the first also printing them). Now the
