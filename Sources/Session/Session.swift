@@ -101,8 +101,8 @@ public final class Session: Sendable {
     public var connections: [SessionConnection] { state.withLock { $0.connections } }
 
     /// Opens the signalling WebSocket and waits (within the timeout) for `connected`.
-    /// A `disconnect()` meanwhile ends the wait for `connected` (`notConnected`);
-    /// the TCP connect and the upgrade before it still take up to the timeout.
+    /// A `disconnect()` meanwhile, from another thread, ends it at once (`notConnected`):
+    /// in the TCP connect, the TLS handshake, the upgrade or the wait for `connected`.
     public func connect() throws(SessionError) {
         let joined = try openSignalling()
         adopt(joined)
@@ -140,8 +140,9 @@ public final class Session: Sendable {
         do {
             socket = try WebSocketConnection.connect(url: connectURL, headers: [("Authorization", "Bearer \(token)")],
                                                      timeout: timeout, allowInsecureTLS: allowInsecureTLS,
-                                                     trustedCertificatesFile: trustedCertificatesFile)
+                                                     trustedCertificatesFile: trustedCertificatesFile, stop: readerStop)
         } catch {
+            if case .stopped = error { throw .notConnected }  // disconnect() (or the reader's stop, for a rejoin)
             throw .signalling(error)
         }
         let deadline = MonotonicTimestamp.now().seconds + timeout
@@ -517,6 +518,7 @@ public final class Session: Sendable {
                 for subscriber in subscribers.withLock({ $0.compactMap(\.subscriber) }) { subscriber.repeatSettings() }
                 return .rejoined(joined.socket)
             } catch {
+                if case .notConnected = error, stop.isStopRequested { break }   // disconnect() ended the attempt
                 lastError = error.description
                 if case .signalling(let e) = error {
                     switch e {

@@ -1,12 +1,16 @@
 import Glibc
+import MediaTypes
 
-/// The instant an exchange must be over by; every wait is bounded by it.
+/// The instant an exchange must be over by; every wait is bounded by it. With
+/// a `stop`, every wait also ends as soon as that stop is requested (`stopped`).
 struct Deadline {
     let instant: ContinuousClock.Instant
+    let stop: StopSignal?
 
-    init(seconds: Double) {
+    init(seconds: Double, stop: StopSignal? = nil) {
         let milliseconds = Int64(min(seconds, 86_400 * 365) * 1000)  // a year is "forever" and cannot overflow
         instant = ContinuousClock.now.advanced(by: .milliseconds(max(milliseconds, 1)))
+        self.stop = stop
     }
 
     /// What is left, in whole milliseconds for poll (0 when past).
@@ -56,6 +60,7 @@ final class TCPConnection: ByteStream {
     /// them, until one connects. Name resolution itself is bounded by the
     /// resolver's own timeouts (resolv.conf), not by `deadline`.
     static func connect(host: String, port: Int, deadline: Deadline) throws(WHIPError) -> TCPConnection {
+        if deadline.stop?.isStopRequested == true { throw .stopped(host: host, during: "connect") }
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
@@ -87,8 +92,14 @@ final class TCPConnection: ByteStream {
                 // The outcome arrives as writability; SO_ERROR tells which.
                 var ready = false
                 do {
-                    ready = try connection.wait(for: Int16(POLLOUT), deadline: deadline)
-                } catch { code = ETIMEDOUT }
+                    ready = try connection.wait(for: Int16(POLLOUT), deadline: deadline, during: "connect")
+                } catch {
+                    if case .stopped = error {
+                        connection.close()
+                        throw error
+                    }
+                    code = ETIMEDOUT
+                }
                 if ready {
                     var soError: Int32 = 0
                     var length = socklen_t(MemoryLayout<Int32>.size)
@@ -116,14 +127,27 @@ final class TCPConnection: ByteStream {
         throw .unreachable(host: host, reason: lastReason)
     }
 
-    /// Polls for `events`; false only if the deadline passed first.
-    private func wait(for events: Int16, deadline: Deadline) throws(WHIPError) -> Bool {
+    /// Polls for `events`; false only if the deadline passed first. The
+    /// deadline's stop, if any, is polled beside the socket: its request ends
+    /// the wait at once (`stopped`).
+    private func wait(for events: Int16, deadline: Deadline, during: String) throws(WHIPError) -> Bool {
         while true {
             let left = deadline.remainingMilliseconds
             guard left > 0 else { return false }
-            var entry = pollfd(fd: fd, events: events, revents: 0)
-            let n = poll(&entry, 1, left)
-            if n > 0 { return true }
+            if deadline.stop?.isStopRequested == true { throw .stopped(host: host, during: during) }
+            // poll skips an entry whose fd is negative: the second when there is no stop.
+            var entries = (pollfd(fd: fd, events: events, revents: 0),
+                           pollfd(fd: deadline.stop?.event.fd ?? -1, events: Int16(POLLIN), revents: 0))
+            let n = withUnsafeMutablePointer(to: &entries) {
+                $0.withMemoryRebound(to: pollfd.self, capacity: 2) { poll($0, 2, left) }
+            }
+            if n > 0 {
+                if entries.0.revents != 0 { return true }
+                // Only the stop's event: a request (thrown above on the next turn), or a wake-up
+                // meant for this same thread (the stop serves the thread that waits here), taken.
+                deadline.stop?.event.drain()
+                continue
+            }
             if n == 0 { return false }
             if errno != EINTR { throw .unreachable(host: host, reason: "poll: \(errnoText(errno))") }
         }
@@ -131,7 +155,7 @@ final class TCPConnection: ByteStream {
 
     /// Waits for `events` or throws `timedOut` naming what was going on.
     func waitOrThrow(for events: Int16, deadline: Deadline, during: String) throws(WHIPError) {
-        guard try wait(for: events, deadline: deadline) else { throw .timedOut(host: host, during: during) }
+        guard try wait(for: events, deadline: deadline, during: during) else { throw .timedOut(host: host, during: during) }
     }
 
     func write(_ bytes: [UInt8], deadline: Deadline) throws(WHIPError) {

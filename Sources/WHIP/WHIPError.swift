@@ -10,6 +10,8 @@ public enum WHIPError: Error, Hashable, Sendable, CustomStringConvertible {
     /// No progress before the deadline; `during` is "connect", "TLS handshake",
     /// "sending the request" or "waiting for the response".
     case timedOut(host: String, during: String)
+    /// The caller's stop was requested while it waited (a `disconnect()` during a join).
+    case stopped(host: String, during: String)
     /// The TLS handshake failed or the server's certificate is not trusted.
     case tls(host: String, reason: String)
     /// 401 or 403: a bad or missing token.
@@ -29,6 +31,7 @@ public enum WHIPError: Error, Hashable, Sendable, CustomStringConvertible {
         case .unreachable(let host, let reason): "WHIP: \(host) is unreachable: \(reason)"
         case .refused(let host, let port): "WHIP: connection refused by \(host) port \(port) (nothing listening?)"
         case .timedOut(let host, let during): "WHIP: timed out talking to \(host) during \(during)"
+        case .stopped(let host, let during): "WHIP: stopped while talking to \(host) during \(during)"
         case .tls(let host, let reason): "WHIP: TLS with \(host) failed: \(reason)"
         case .unauthorized(let status, let detail): "WHIP: not authorized (HTTP \(status)): \(detail) — check the bearer token"
         case .notFound(let url): "WHIP: no such endpoint (HTTP 404): \(url)"

@@ -33,6 +33,7 @@ public final class WHIPSignaling: PublisherSignaling {
         switch error {
         case .badURL: .badAddress
         case .unreachable, .refused, .timedOut, .tls: .unreachable
+        case .stopped: .unreachable   // a WHIP publish passes no stop: not reached
         case .unauthorized: .unauthorized
         case .notFound, .rejected, .serverError, .badResponse: .refused
         }

@@ -43,13 +43,16 @@ public final class WebSocketConnection: Sendable {
     /// Connects (ws:// or wss://, http:// and https:// taken as the same) and
     /// upgrades, within `timeout` seconds. A refusal is the HTTP status's
     /// error: 401/403 `unauthorized`, 404 `notFound`, others `rejected`/`serverError`.
+    /// A request of `stop` ends the connect, the TLS handshake or the upgrade at
+    /// once (`stopped`); name resolution alone is not interrupted.
     public static func connect(url text: String, headers: [(String, String)] = [], timeout: Double = 10,
-                               allowInsecureTLS: Bool = false, trustedCertificatesFile: String? = nil) throws(WHIPError) -> WebSocketConnection {
+                               allowInsecureTLS: Bool = false, trustedCertificatesFile: String? = nil,
+                               stop: StopSignal? = nil) throws(WHIPError) -> WebSocketConnection {
         var httpText = text
         if httpText.hasPrefix("ws://") { httpText = "http://" + httpText.dropFirst(5) }
         if httpText.hasPrefix("wss://") { httpText = "https://" + httpText.dropFirst(6) }
         let url = try HTTPURL(parsing: httpText)
-        let deadline = Deadline(seconds: timeout)
+        let deadline = Deadline(seconds: timeout, stop: stop)
         let tcp = try TCPConnection.connect(host: url.host, port: url.port, deadline: deadline)
         let stream: any ByteStream
         if url.isTLS {

@@ -8,18 +8,30 @@ import Testing
 import Glibc
 #endif
 
-/// `Session.connect` against a server that upgrades the WebSocket and then says
-/// nothing: `disconnect()` from another thread ends the wait for `connected`.
-@Suite("Session connect: disconnect while waiting for connected")
+/// `Session.connect` against a server that stalls it at each step of a join:
+/// `disconnect()` from another thread ends the join at once, with `notConnected`,
+/// instead of after the 120 s timeout.
+@Suite("Session connect: disconnect during a join")
 struct SessionConnectTests {
-    /// Listens on loopback, answers one WebSocket upgrade with 101, then keeps the connection silent.
-    final class SilentWebSocketServer: @unchecked Sendable {   // `accepted` is set once, before `upgraded` is signalled
+    /// Where the server leaves the client waiting.
+    enum Stall: Sendable {
+        /// The TCP connect: the listen backlog is full, so the client's SYNs are dropped.
+        case tcpConnect
+        /// The WebSocket upgrade: the request is read and never answered.
+        case upgrade
+        /// The wait for `connected`: the upgrade is answered, then nothing.
+        case connected
+    }
+
+    /// Listens on loopback and stalls one client at `stall`.
+    final class StallingServer: @unchecked Sendable {   // the descriptors are set before `reached` is signalled
         let port: Int
         private let listener: Int32
-        private var accepted: Int32 = -1
-        let upgraded = DispatchSemaphore(value: 0)
+        private var held: [Int32] = []
+        /// Signalled when the client is where the stall holds it (at once for `tcpConnect`).
+        let reached = DispatchSemaphore(value: 0)
 
-        init() throws {
+        init(stall: Stall) throws {
             let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
             var address = sockaddr_in()
             address.sin_family = sa_family_t(AF_INET)
@@ -28,24 +40,36 @@ struct SessionConnectTests {
             let bound = withUnsafeMutablePointer(to: &address) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
             }
-            guard bound, listen(fd, 1) == 0 else {
+            // Backlog 0 holds one connection not yet accepted; a SYN beyond it is dropped.
+            guard bound, listen(fd, stall == .tcpConnect ? 0 : 1) == 0 else {
                 close(fd)
                 throw POSIXError(.EADDRNOTAVAIL)
             }
             listener = fd
             port = Int(UInt16(bigEndian: address.sin_port))
-            Thread.detachNewThread { [self] in serve() }
+            if stall == .tcpConnect {
+                // The one connection the backlog holds, never accepted.
+                let filler = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+                let connected = withUnsafeMutablePointer(to: &address) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(filler, $0, length) == 0 }
+                }
+                held.append(filler)
+                guard connected else { throw POSIXError(.ECONNREFUSED) }
+                reached.signal()
+            } else {
+                Thread.detachNewThread { [self] in serve(answering: stall == .connected) }
+            }
         }
 
         deinit {
             close(listener)
-            if accepted >= 0 { close(accepted) }
+            for fd in held { close(fd) }
         }
 
-        private func serve() {
+        private func serve(answering: Bool) {
             let fd = accept(listener, nil, nil)
             guard fd >= 0 else { return }
-            accepted = fd
+            held.append(fd)
             var head = [UInt8]()
             var buffer = [UInt8](repeating: 0, count: 4096)
             while !String(decoding: head, as: UTF8.self).contains("\r\n\r\n") {
@@ -53,30 +77,38 @@ struct SessionConnectTests {
                 guard n > 0 else { return }
                 head += buffer[0..<n]
             }
-            let key = String(decoding: head, as: UTF8.self).split(separator: "\r\n")
-                .first { $0.lowercased().hasPrefix("sec-websocket-key:") }
-                .map { $0.dropFirst("sec-websocket-key:".count).trimmingCharacters(in: .whitespaces) } ?? ""
-            let answer = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                + "Sec-WebSocket-Accept: \(WebSocketConnection.acceptValue(for: key))\r\n\r\n"
-            _ = Array(answer.utf8).withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-            upgraded.signal()
+            if answering {
+                let key = String(decoding: head, as: UTF8.self).split(separator: "\r\n")
+                    .first { $0.lowercased().hasPrefix("sec-websocket-key:") }
+                    .map { $0.dropFirst("sec-websocket-key:".count).trimmingCharacters(in: .whitespaces) } ?? ""
+                let answer = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                    + "Sec-WebSocket-Accept: \(WebSocketConnection.acceptValue(for: key))\r\n\r\n"
+                _ = Array(answer.utf8).withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            }
+            reached.signal()
         }
     }
 
-    @Test("disconnect() ends a connect waiting for `connected` with notConnected, long before its timeout")
-    func disconnectEndsTheWait() throws {
-        let server = try SilentWebSocketServer()
+    @Test("disconnect() ends a join with notConnected, long before its timeout",
+          arguments: [Stall.tcpConnect, .upgrade, .connected])
+    func disconnectEndsTheJoin(stall: Stall) throws {
+        let server = try StallingServer(stall: stall)
         let session = Session(url: "http://127.0.0.1:\(server.port)/v2/sessions/s1", token: "t", timeout: 120,
                               logger: Logger(label: "test"))
         let outcome = PThreadLocked<SessionError?>(nil)
+        let started = DispatchSemaphore(value: 0)
         let ended = DispatchSemaphore(value: 0)
         Thread.detachNewThread {
+            started.signal()
             do throws(SessionError) { try session.connect() } catch { outcome.withLock { $0 = error } }
             ended.signal()
         }
-        #expect(server.upgraded.wait(timeout: .now() + 30) == .success, "the client never asked for the upgrade")
+        started.wait()
+        #expect(server.reached.wait(timeout: .now() + 30) == .success, "the client never got to the stall")
+        // The server sees nothing of a stalled TCP connect: leave the client a moment to get into it.
+        if stall == .tcpConnect { Thread.sleep(forTimeInterval: 0.5) }
         session.disconnect()
-        // A bound for the test, not a measurement: the wait would otherwise last the 120 s timeout.
+        // A bound for the test, not a measurement: the join would otherwise last the 120 s timeout.
         #expect(ended.wait(timeout: .now() + 60) == .success, "connect did not return after disconnect")
         let error = outcome.withLock { $0 }
         #expect(error.map { if case .notConnected = $0 { true } else { false } } == true, "\(String(describing: error))")
