@@ -6,7 +6,6 @@ import Networking
 import Publisher
 import Session
 import Subscriber
-import SystemdSupport
 import WHIP
 
 /// `camagent subscribe`: receive one stream (of a router session, or from
@@ -152,20 +151,12 @@ struct SubscribeCommand: ParsableCommand {
         // Ctrl-C and SIGTERM stop cleanly from here on: while the stream is awaited too
         // (the session is left with a goodbye, not killed mid-wait).
         let stopRequested = PThreadLocked(false)
-        // While joining, the WebSocket's connect and upgrade wait up to --http-timeout and nothing is
-        // joined yet to leave: Ctrl-C then ends the command at once, rather than after that wait.
-        let joining = PThreadLocked(false)
+        // The session being joined: its connect, upgrade and wait for `connected` take up to
+        // --http-timeout, and Ctrl-C ends them at once (Session.disconnect from another thread).
+        let joining = PThreadLocked<Session?>(nil)
         let signals = SignalStop {
             stopRequested.withLock { $0 = true }
-            // Under the lock: the main thread cannot leave the connect (and join) meanwhile.
-            joining.withLock { joining in
-                guard joining else { return }
-                out.stoppedJoining()
-                // _exit, not exit: exit's handlers and destructors would run while the main thread
-                // still waits inside the connect (a crash or a hang); what was printed goes first.
-                OutputQueue.standard.flush(seconds: 2)
-                _exit(ExitCodes.ok)
-            }
+            joining.withLock { $0 }?.disconnect()
         }
         defer { withExtendedLifetime(signals) {} }
 
@@ -195,17 +186,21 @@ struct SubscribeCommand: ParsableCommand {
                                  rejoinWindow: reconnectWindow, logger: logger)
             let watch = SessionWatch { event in out.signalling(event) }
             client.delegate = watch
-            joining.withLock { $0 = true }
-            do { try client.connect() } catch {
-                joining.withLock { $0 = false }
-                throw fail(error)
+            // Made known before the stop is looked at: a Ctrl-C either comes before that look
+            // (and is seen) or finds the session to disconnect.
+            joining.withLock { $0 = client }
+            var connectError: SessionError?
+            if !stopRequested.withLock({ $0 }) {
+                do { try client.connect() } catch { connectError = error }
             }
-            joining.withLock { $0 = false }
-            if stopRequested.withLock({ $0 }) {   // Ctrl-C just as `connected` came: leave with a goodbye
+            joining.withLock { $0 = nil }   // from here a Ctrl-C only asks (stopRequested), as below
+            if stopRequested.withLock({ $0 }) {
+                // Stopped before, during or just as `connected` came (then left with a goodbye).
                 client.disconnect()
                 out.stoppedJoining()
                 return
             }
+            if let connectError { throw fail(connectError) }
             joinedSession = client
             // A publisher-only token may join but not subscribe: say so now, not after
             // waiting for a stream that it could not take anyway.
@@ -473,6 +468,7 @@ extension ExitCodes {
             switch e {
             case .badURL: usage
             case .unreachable, .refused, .timedOut, .tls: serverUnreachable
+            case .stopped: ok   // a Ctrl-C's stop: a clean end
             case .unauthorized: unauthorized
             case .notFound: noSuchStream
             case .rejected, .serverError, .badResponse: serverRefused
