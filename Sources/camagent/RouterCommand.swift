@@ -162,11 +162,17 @@ struct RouterCommand: ParsableCommand {
         // gracefully (even one that comes before it runs); this thread waits for
         // it to start, then to end.
         let group = ServiceGroup(configuration: .init(services: [server], logger: logger))
-        TerminationSignals.onSignal { Task { await group.triggerGracefulShutdown() } }
+        let stopRequested = PThreadLocked(false)
+        TerminationSignals.onSignal {
+            stopRequested.withLock { $0 = true }
+            Task { await group.triggerGracefulShutdown() }
+        }
         let running: BackgroundServer
         do {
             running = try BackgroundServer(run: { try await group.run() }, boundPort: { server.boundPort })
         } catch {
+            // A signal as it started: the server may have ended before it was seen listening.
+            if stopRequested.withLock({ $0 }) { return }
             printError("camagent: the router cannot listen on \(listen): \(error)")
             throw ExitCode(ExitCodes.listenFailed)
         }
