@@ -31,8 +31,9 @@ enum TerminationSignals {
         thread.start()
     }
 
-    /// From now on SIGINT and SIGTERM run `handler` (on the signal thread, one
-    /// at a time: it must not block) instead of ending the process.
+    /// From now on SIGINT and SIGTERM run `handler` instead of ending the
+    /// process: on the signal thread, one at a time, so it should ask for the
+    /// stop and return (a second Ctrl-C waits for it).
     static func onSignal(_ handler: @escaping @Sendable () -> Void) {
         action.withLock { $0 = handler }
     }
