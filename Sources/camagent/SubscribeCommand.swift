@@ -468,7 +468,7 @@ extension ExitCodes {
             switch e {
             case .badURL: usage
             case .unreachable, .refused, .timedOut, .tls: serverUnreachable
-            case .stopped: ok   // a Ctrl-C's stop: a clean end
+            case .stopped: ok   // not reached: only a session's join passes a stop (notConnected); one would be a Ctrl-C's
             case .unauthorized: unauthorized
             case .notFound: noSuchStream
             case .rejected, .serverError, .badResponse: serverRefused
