@@ -57,6 +57,13 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
         var publishCaptions = false
         /// `renewConnection` was called: the current connection (or the wait before the next) ends at once.
         var renewRequested = false
+        /// `publish()` is starting capture: an `unpublish()` meanwhile leaves stopping it to `publish()`,
+        /// so that a device is never stopped while another thread starts it.
+        var startingCapture = false
+        /// The control thread's loop has returned (its last DELETE is done).
+        var controlEnded = false
+        /// Capture was stopped: by whichever of `publish()` and `unpublish()` came first.
+        var captureStopped = false
         var lastStats: (time: MonotonicTimestamp, video: (UInt64, UInt64), audio: (UInt64, UInt64), encoded: UInt64)?
     }
     private let control = PThreadLocked(Control())
@@ -102,8 +109,63 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
     private var video: (any VideoCapture)? { videoCapture.withLock { $0 } }
 
     /// Starts capture, connects, and returns once the first session carries
-    /// media (or throws why it could not).
+    /// media (or throws why it could not). `unpublish()` from another thread
+    /// ends it at any step, the WHIP exchange included: it then throws
+    /// `unpublished`, once the control thread is done (a resource the server
+    /// made is deleted).
     public func publish() throws(PublisherError) {
+        let proceed = control.withLock { c -> Bool in
+            c.startingCapture = !stopping
+            c.captureStopped = false
+            return c.startingCapture
+        }
+        guard proceed else { throw .unpublished }
+        do throws(PublisherError) { try startCapture() } catch {
+            control.withLock { $0.startingCapture = false }
+            throw error
+        }
+        // Capture runs, unless `unpublish()` came meanwhile: it left stopping capture to this thread.
+        let unpublished = control.withLock { c -> Bool in
+            c.startingCapture = false
+            return stopping
+        }
+        if unpublished {
+            stopCapture()
+            throw .unpublished
+        }
+        guard signaling != nil else {
+            // Only the embedded server: capture runs, viewers come and go.
+            setState(.serving)
+            return
+        }
+        let thread = StoppableThread(name: "camagent-publish", signal: controlSignal) { [self] _ in runControl() }
+        control.withLock { $0.thread = thread }
+        // Wait for the first outcome: connected, or the first failure.
+        while true {
+            if let outcome = control.withLock({ $0.firstOutcome }) {
+                if case .failure(let error) = outcome {
+                    unpublish()
+                    throw error
+                }
+                return
+            }
+            if stopping {
+                // `unpublish()` from another thread. The control thread ends at once (a WHIP exchange
+                // under way too), after its DELETE; that end is waited for here too, so that the
+                // caller may exit as soon as this returns.
+                endControlThread()
+                if control.withLock({ $0.firstOutcome }) == nil {
+                    stopCapture()   // unless `unpublish()` did already
+                    throw .unpublished
+                }
+                continue   // it connected just before the stop: said as connected, then closed
+            }
+            _ = wake.wait(milliseconds: 100)
+        }
+    }
+
+    /// Opens and starts the camera and the microphone, each feeding its encoder.
+    private func startCapture() throws(PublisherError) {
         let report: @Sendable (PublisherError) -> Void = { [weak self] error in self?.pipelineFailed(error) }
         if let video {
             let fps = video.captureSettings?.grantedFramesPerSecond ?? 30
@@ -147,24 +209,6 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
                 throw error
             }
         }
-        guard signaling != nil else {
-            // Only the embedded server: capture runs, viewers come and go.
-            setState(.serving)
-            return
-        }
-        let thread = StoppableThread(name: "camagent-publish", signal: controlSignal) { [self] _ in runControl() }
-        control.withLock { $0.thread = thread }
-        // Wait for the first outcome: connected, or the first failure.
-        while true {
-            if let outcome = control.withLock({ $0.firstOutcome }) {
-                if case .failure(let error) = outcome {
-                    unpublish()
-                    throw error
-                }
-                return
-            }
-            _ = wake.wait(milliseconds: 100)
-        }
     }
 
     /// Swaps the camera while live: the old one stops, the new one feeds the
@@ -191,16 +235,24 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
         onEvent(.deviceRestored(kind: .video, description: "switched to \(replacement.name)"))
     }
 
-    /// Stops sending, tells the server (DELETE), stops capture.
+    /// Stops sending, tells the server (DELETE), stops capture. From any
+    /// thread, at any time: a `publish()` under way throws `unpublished`.
     public func unpublish() {
-        let thread: StoppableThread? = control.withLock { c in
-            defer { c.thread = nil }
-            return c.thread
-        }
-        if let thread { thread.stop() } else { controlSignal.requestStop() }
+        // Asked first, so that a `publish()` starting capture sees it (below, or at its next step).
+        controlSignal.requestStop()
+        endControlThread()
         viewers.removeAll()
-        stopCapture()
+        if !control.withLock({ $0.startingCapture }) { stopCapture() }
         if state != .failed { setState(.closed) }
+    }
+
+    /// Stops the control thread and waits for its end, whoever joins it (from
+    /// the thread itself it only asks).
+    private func endControlThread() {
+        controlSignal.requestStop()
+        guard let thread = control.withLock({ $0.thread }), !thread.isCurrent else { return }
+        thread.stop()   // joins; returns at once when another caller is joining it, hence:
+        while !control.withLock({ $0.controlEnded }) { _ = wake.wait(milliseconds: 100) }
     }
 
     /// Ends the current connection to the server (if any) and connects
@@ -314,6 +366,8 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
     }
 
     private func stopCapture() {
+        let first = control.withLock { c in defer { c.captureStopped = true }; return !c.captureStopped }
+        guard first else { return }
         video?.stop()
         video?.setConsumer(nil)
         videoPipeline?.stop()
@@ -377,6 +431,10 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
     // MARK: The control thread: connect, watch, reconnect
 
     private func runControl() {
+        defer {
+            control.withLock { $0.controlEnded = true }
+            wake.signal()
+        }
         var attempt = 0
         var delay = 1.0
         while !stopping {
@@ -444,7 +502,9 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
         let offerText = offer.sessionDescription(sessionID: .random(in: 1...UInt64(Int64.max))).text
         logger.debug("offer:\n\(offerText)")
         let exchanged: (answer: String, resource: String)
-        do { exchanged = try signaling.publish(offer: offerText) } catch { return .failed(error) }
+        do { exchanged = try signaling.publish(offer: offerText, stop: controlSignal) } catch {
+            return stopping ? .stopped : .failed(error)
+        }
         logger.debug("answer:\n\(exchanged.answer)")
         let answer: PublisherAnswer
         do {

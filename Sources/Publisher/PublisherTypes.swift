@@ -84,6 +84,8 @@ public enum PublisherError: Error, Hashable, Sendable, CustomStringConvertible {
     /// OpenTok's MissingAudioTrack: captions are recognised from the stream's
     /// audio, and this publisher has none.
     case missingAudioTrack
+    /// `unpublish()` was called while `publish()` was still connecting: nothing failed.
+    case unpublished
 
     public var description: String {
         switch self {
@@ -95,6 +97,7 @@ public enum PublisherError: Error, Hashable, Sendable, CustomStringConvertible {
         case .encoder(let e): e.description
         case .nothingToPublish: "neither audio nor video to publish"
         case .missingAudioTrack: "MissingAudioTrack: publishCaptions needs audio to recognise, and this publisher has none"
+        case .unpublished: "unpublished before the first connection was made"
         }
     }
 }

@@ -380,7 +380,9 @@ public final class Subscriber: Sendable {
         let offerText = offer.sessionDescription(sessionID: .random(in: 1...UInt64(Int64.max))).text
         logger.debug("offer:\n\(offerText)")
         let session: WHIPSession
-        do { session = try client.publish(offer: offerText, query: offeredWishes) } catch { return .failed(.signalling(error)) }
+        do { session = try client.publish(offer: offerText, query: offeredWishes, stop: signal) } catch {
+            return signal.isStopRequested ? .stopped : .failed(.signalling(error))
+        }
         logger.debug("answer:\n\(session.answerSDP)")
         let answer: PublisherAnswer
         do {

@@ -1,5 +1,8 @@
+import MediaTypes
+
 /// One request and its response over a fresh connection (Connection: close),
-/// all within `timeout` seconds from the start of the connect.
+/// all within `timeout` seconds from the start of the connect; a request of
+/// `stop` ends it at any wait.
 struct HTTPExchange {
     static let maxBodyBytes = 1 << 20
     static let maxHeaderBytes = 64 << 10
@@ -8,9 +11,10 @@ struct HTTPExchange {
     var timeout: Double
     var verifyTLS: Bool
     var extraTrustFile: String?
+    var stop: StopSignal? = nil
 
     func perform(method: String, headers: [(String, String)], body: [UInt8]) throws(WHIPError) -> HTTPResponse {
-        let deadline = Deadline(seconds: timeout)
+        let deadline = Deadline(seconds: timeout, stop: stop)
         let tcp = try TCPConnection.connect(host: url.host, port: url.port, deadline: deadline)
         let stream: any ByteStream
         if url.isTLS {

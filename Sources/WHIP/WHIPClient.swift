@@ -1,4 +1,5 @@
 import Logging
+import MediaTypes
 
 /// A WHIP client (RFC 9725): POSTs an SDP offer to an endpoint and DELETEs the
 /// session resource to stop. Blocking: the publisher calls it from its own
@@ -47,8 +48,10 @@ public final class WHIPClient: Sendable {
     /// answered) and the SDP answer. 307 and 308 are followed, at most
     /// `maxRedirects` times, never from https to http. `query` is added to the
     /// endpoint's query (names and values URL-safe as they are: letters,
-    /// digits, `.`, `-`, `_`).
-    public func publish(offer: String, query: [(name: String, value: String)] = []) throws(WHIPError) -> WHIPSession {
+    /// digits, `.`, `-`, `_`). A request of `stop` ends it at once, at any
+    /// step (`stopped`); name resolution alone is not interrupted.
+    public func publish(offer: String, query: [(name: String, value: String)] = [],
+                        stop: StopSignal? = nil) throws(WHIPError) -> WHIPSession {
         var url = endpointURL
         for (name, value) in query {
             precondition((name + value).allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) },
@@ -60,7 +63,7 @@ public final class WHIPClient: Sendable {
             let response = try exchange("POST", url, body: Array(offer.utf8), extraHeaders: [
                 ("Content-Type", "application/sdp"),
                 ("Accept", "application/sdp"),
-            ])
+            ], stop: stop)
             switch response.status {
             case 201:
                 return try session(from: response, postedTo: url)
@@ -105,14 +108,14 @@ public final class WHIPClient: Sendable {
     }
 
     private func exchange(
-        _ method: String, _ url: HTTPURL, body: [UInt8], extraHeaders: [(String, String)]
+        _ method: String, _ url: HTTPURL, body: [UInt8], extraHeaders: [(String, String)], stop: StopSignal? = nil
     ) throws(WHIPError) -> HTTPResponse {
         var headers = extraHeaders
         headers.append(("User-Agent", "camagent"))
         if let token { headers.append(("Authorization", "Bearer \(token)")) }
         logger.debug("WHIP request", metadata: ["method": "\(method)", "url": "\(url)", "bytes": "\(body.count)"])
         let http = HTTPExchange(
-            url: url, timeout: timeout, verifyTLS: !allowInsecureTLS, extraTrustFile: trustedCertificatesFile)
+            url: url, timeout: timeout, verifyTLS: !allowInsecureTLS, extraTrustFile: trustedCertificatesFile, stop: stop)
         let response = try http.perform(method: method, headers: headers, body: body)
         logger.debug("WHIP response", metadata: [
             "method": "\(method)", "url": "\(url)", "status": "\(response.status)", "bytes": "\(response.body.count)",

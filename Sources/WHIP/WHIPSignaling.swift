@@ -14,9 +14,9 @@ public final class WHIPSignaling: PublisherSignaling {
         self.logger = logger
     }
 
-    public func publish(offer: String) throws(PublisherError) -> (answer: String, resource: String) {
+    public func publish(offer: String, stop: StopSignal? = nil) throws(PublisherError) -> (answer: String, resource: String) {
         do {
-            let s = try client.publish(offer: offer)
+            let s = try client.publish(offer: offer, stop: stop)
             session.withLock { $0 = s }
             return (s.answerSDP, s.resourceURL)
         } catch {
@@ -33,7 +33,7 @@ public final class WHIPSignaling: PublisherSignaling {
         switch error {
         case .badURL: .badAddress
         case .unreachable, .refused, .timedOut, .tls: .unreachable
-        case .stopped: .unreachable   // a WHIP publish passes no stop: not reached
+        case .stopped: .unreachable   // the publisher asked for it and does not report it
         case .unauthorized: .unauthorized
         case .notFound, .rejected, .serverError, .badResponse: .refused
         }

@@ -321,12 +321,23 @@ struct PublishCommand: ParsableCommand {
         }
 
         let stopRequested = PThreadLocked(false)
-        let signals = SignalStop { stopRequested.withLock { $0 = true } }
+        // The camera whose first connection is under way: a Ctrl-C unpublishes it, which ends its
+        // WHIP exchange (--http-timeout) and its wait for ICE and DTLS (--connect-timeout) at once.
+        let connecting = PThreadLocked<Publisher?>(nil)
+        let signals = SignalStop {
+            stopRequested.withLock { $0 = true }
+            connecting.withLock { $0 }?.unpublish()
+        }
         defer { withExtendedLifetime(signals) {} }
         service.startWatchdog(hasCamera: captures.contains { $0 != nil })
         service.status(firstEndpoint.map { "Starting: connecting to \($0)" } ?? "Starting: capture and the viewer server")
         for (index, camera) in cameras.enumerated() {
+            // Made known before the stop is looked at: a Ctrl-C either comes before that look
+            // (and is seen) or finds the publisher to unpublish.
+            connecting.withLock { $0 = camera.publisher }
+            defer { connecting.withLock { $0 = nil } }
             do {
+                if stopRequested.withLock({ $0 }) { throw PublisherError.unpublished }
                 if let joined {
                     try joined.publish(camera.publisher, name: camera.streamName, audioFallback: audioFallback)
                 } else {
@@ -336,6 +347,11 @@ struct PublishCommand: ParsableCommand {
                 joined?.stop()
                 for started in cameras[..<index] { started.publisher.unpublish() }
                 out.finishStatusLine()
+                if Self.isUnpublished(error) {
+                    // Stopped (Ctrl-C, SIGTERM) before this camera's first connection was made.
+                    out.stoppedConnecting()
+                    return
+                }
                 switch error {
                 case let error as PublisherError:
                     if out.hasShownFailure(error.description) { throw ExitCode(ExitCodes.code(for: error)) }
@@ -428,6 +444,14 @@ struct PublishCommand: ParsableCommand {
         if let sessionEnded {
             printError("camagent: \(sessionEnded)")
             throw ExitCode(ExitCodes.connectionFailed)
+        }
+    }
+
+    /// A publisher unpublished while it connected: only a stop asked for does that.
+    private static func isUnpublished(_ error: any Error) -> Bool {
+        switch error {
+        case PublisherError.unpublished, SessionError.publisher(.unpublished): true
+        default: false
         }
     }
 
@@ -767,6 +791,20 @@ final class EventPrinter: Sendable {
         return parts.joined(separator: "  ")
     }
 
+    private struct StoppedLine: Encodable {
+        var event = "publish"
+        var state = "stopped"
+        var reason = "stopped while connecting"
+    }
+
+    /// Stopped (Ctrl-C, SIGTERM) before the first connection was made: a clean end, exit 0.
+    func stoppedConnecting() {
+        if json { emit(StoppedLine()) } else {
+            finishStatusLine()
+            say("publish:   stopped while connecting")
+        }
+    }
+
     func summary(_ s: PublisherStats) {
         if json {
             emit(StatsLine("summary", s))
@@ -813,6 +851,7 @@ extension ExitCodes {
         case .encoder: driverError
         case .nothingToPublish: usage
         case .missingAudioTrack: missingAudioTrack
+        case .unpublished: ok   // a Ctrl-C while connecting: a clean stop, said as such
         }
     }
 }

@@ -468,7 +468,7 @@ extension ExitCodes {
             switch e {
             case .badURL: usage
             case .unreachable, .refused, .timedOut, .tls: serverUnreachable
-            case .stopped: ok   // not reached: only a session's join passes a stop (notConnected); one would be a Ctrl-C's
+            case .stopped: ok   // not reached: a subscriber or a session that passes a stop ends cleanly on it
             case .unauthorized: unauthorized
             case .notFound: noSuchStream
             case .rejected, .serverError, .badResponse: serverRefused

@@ -343,6 +343,55 @@ def test_ctrl_c_while_joining_a_router_that_never_answers(json_lines):
         assert "subscribe: stopped while joining the session" in err, err
 
 
+@pytest.mark.parametrize("json_lines", [False, True])
+def test_ctrl_c_while_publishing_to_a_whip_server_that_never_answers(json_lines):
+    """A WHIP server that takes the POST and never answers: Ctrl-C unpublishes at once, saying
+    so, with exit 0, rather than after --http-timeout (60 s here)."""
+    import socket
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        server.settimeout(30)
+        port = server.getsockname()[1]
+        proc = subprocess.Popen([BIN, "publish", "--device", "test-pattern", "--size", "160x120", "--audio", "none",
+                                 "--whip", f"http://127.0.0.1:{port}/whip", "--http-timeout", "60"]
+                                + (["--json"] if json_lines else []),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        with killed_if_left(proc):
+            client, _ = server.accept()   # the publisher is in its POST now
+            with client:
+                proc.send_signal(signal.SIGINT)
+                # Well within the 60 s the POST would otherwise take.
+                out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, (proc.returncode, err[-2000:])
+    if json_lines:
+        stopped = [json.loads(l) for l in out.splitlines() if '"publish"' in l]
+        assert [(e["state"], e["reason"]) for e in stopped] == [("stopped", "stopped while connecting")], out
+    else:
+        assert "publish:   stopped while connecting" in err, err
+
+
+def test_ctrl_c_while_subscribing_to_a_whep_server_that_never_answers():
+    """The same for `subscribe --whep`: Ctrl-C ends its stalled POST at once, with exit 0."""
+    import socket
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        server.settimeout(30)
+        port = server.getsockname()[1]
+        proc = subprocess.Popen([BIN, "subscribe", "--whep", f"http://127.0.0.1:{port}/whep", "--http-timeout", "60",
+                                 "--audio-out", "none", "--json"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        with killed_if_left(proc):
+            client, _ = server.accept()
+            with client:
+                proc.send_signal(signal.SIGINT)
+                out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, (proc.returncode, err[-2000:])
+    summaries = [json.loads(l) for l in out.splitlines() if '"summary"' in l]
+    assert [e["state"] for e in summaries] == ["stopped"], out
+
+
 @pytest.mark.parametrize("limit", [["--duration", "1e300"], ["--frames", "9223372036854775807"]])
 def test_a_huge_limit_captures_until_interrupted(limit):
     # Both once trapped converting seconds to an Int (the first also printing them). Now the

@@ -82,7 +82,7 @@ final class SessionPublishSignaling: PublisherSignaling {
     /// The stream the router made of the last offer.
     var streamId: String? { state.withLock { $0.streamId } }
 
-    func publish(offer: String) throws(PublisherError) -> (answer: String, resource: String) {
+    func publish(offer: String, stop: StopSignal? = nil) throws(PublisherError) -> (answer: String, resource: String) {
         guard var query = state.withLock({ $0.query }) else {
             throw .signaling(SignalingError(.refused, "this publisher publishes into its session with Session.publish, not on its own"))
         }
@@ -100,7 +100,7 @@ final class SessionPublishSignaling: PublisherSignaling {
         } catch {
             throw .signaling(SignalingError(WHIPSignaling.kind(of: error), error.description))
         }
-        let exchanged = try whip.publish(offer: offer)
+        let exchanged = try whip.publish(offer: offer, stop: stop)
         let path = exchanged.resource.split(separator: "?").first.map(String.init) ?? exchanged.resource
         let streamId = path.split(separator: "/").last.map(String.init)
         state.withLock { s in
