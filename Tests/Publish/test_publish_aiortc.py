@@ -163,6 +163,30 @@ def test_peer_vanishes_then_reconnect(net, workdir, receiver_factory):
 
 
 
+def test_ctrl_c_while_ice_goes_unanswered_stops_at_once_and_deletes(net, workdir, receiver_factory):
+    # The receiver answers the POST, then answers no ICE check (--vanish-on-answer): the first
+    # connection would wait out --connect-timeout (60 s here). Ctrl-C ends it at once, says
+    # "stopped while connecting" with exit 0, and the resource the POST made is DELETEd.
+    r = receiver_factory("--vanish-on-answer")
+    publisher = net.start(camagent_publish_args(r.url, duration=300, extra=["--connect-timeout", "60"]),
+                          "camagent-stop-connecting", workdir)
+    deadline = time.monotonic() + 60
+    while "vanishing" not in open(r.proc.log_path).read():
+        assert publisher.poll() is None, open(publisher.log_path).read()[-3000:]
+        assert time.monotonic() < deadline, "the receiver never answered\n" + r.log()
+        time.sleep(0.1)
+    publisher.send_signal(signal.SIGINT)
+    out = rest_of_output(publisher, 30)   # well within the 60 s the connection would take
+    proc = subprocess.CompletedProcess(publisher.args, publisher.returncode, out, open(publisher.log_path).read())
+    summary = r.stop()
+    assert proc.returncode == EXIT_OK, describe(proc, r.log())
+    stopped = [(e["state"], e["reason"]) for e in json_lines(proc.stdout) if e.get("event") == "publish"]
+    assert stopped == [("stopped", "stopped while connecting")], describe(proc)
+    assert "connected" not in states(json_lines(proc.stdout)), describe(proc)
+    sessions = summary["sessions"]
+    assert [(s["vanished"], s["deleted"]) for s in sessions] == [(True, True)], (sessions, summary["requests"])
+
+
 def test_a_forged_dtls_alert_from_elsewhere_does_not_end_the_stream(net, workdir, receiver_factory):
     # Any datagram whose first byte is 20-63 was taken as DTLS, whoever sent it: once
     # connected, one byte 0x15 (an alert) from any address ended the connection as "closed by

@@ -8,7 +8,7 @@ counter is read from its luma plane (Tests/Device/pattern.py); audio is
 decoded and its dominant frequency and level are measured with numpy.
 
     whip_receiver.py [--host 0.0.0.0] [--port 0] [--token T] [--summary FILE]
-                     [--status N] [--bad-fingerprint] [--vanish-after S]
+                     [--status N] [--bad-fingerprint] [--vanish-after S] [--vanish-on-answer]
                      [--break-analysis video|audio] [-v]
 
 The first line on stdout is the bound TCP port. Endpoints:
@@ -30,6 +30,9 @@ Fault knobs:
                        sockets are closed without a word (no DTLS alert, no RTCP BYE,
                        no more ICE answers), as if the server had crashed; HTTP keeps
                        being served so that a reconnect makes a second session
+    --vanish-on-answer each session's sockets are closed as soon as its answer is made
+                       (the 201 still goes out, with the answer): no ICE check is ever
+                       answered, so the publisher's first connection never comes up
     --break-analysis K the K track's analysis fails on its tenth frame, as a real
                        analysis error would: the session's "error" says so, and
                        the tests must fail on it (the self-check proves they do;
@@ -417,11 +420,12 @@ class Session:
 
 
 class Receiver:
-    def __init__(self, token=None, status=None, bad_fingerprint=False, vanish_after=None):
+    def __init__(self, token=None, status=None, bad_fingerprint=False, vanish_after=None, vanish_on_answer=False):
         self.token = token
         self.status = status
         self.bad_fingerprint = bad_fingerprint
         self.vanish_after = vanish_after
+        self.vanish_on_answer = vanish_on_answer
         self.sessions = {}
         self.order = []
         self.requests = []
@@ -485,6 +489,8 @@ class Receiver:
         self.order.append(session.id)
         self.note(request, 201, session=session.id)
         log.info("session %s: created for %s", session.id, request.path)
+        if self.vanish_on_answer:
+            await session.vanish()
         return web.Response(
             status=201,
             body=sdp.encode(),
@@ -535,6 +541,7 @@ class Receiver:
             "status": self.status,
             "badFingerprint": self.bad_fingerprint,
             "vanishAfter": self.vanish_after,
+            "vanishOnAnswer": self.vanish_on_answer,
             "posts": sum(1 for r in self.requests if r["method"] == "POST"),
             "unauthorized": sum(1 for r in self.requests if r["status"] == 401),
             "deletes": sum(1 for r in self.requests if r["method"] == "DELETE" and r["status"] == 200),
@@ -550,7 +557,7 @@ class Receiver:
 
 async def serve(args):
     receiver = Receiver(token=args.token, status=args.status, bad_fingerprint=args.bad_fingerprint,
-                        vanish_after=args.vanish_after)
+                        vanish_after=args.vanish_after, vanish_on_answer=args.vanish_on_answer)
     runner = web.AppRunner(receiver.app(), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, args.host, args.port)
@@ -586,6 +593,8 @@ def main(argv=None):
     p.add_argument("--bad-fingerprint", action="store_true", help="alter the fingerprint in the answer")
     p.add_argument("--vanish-after", type=float, metavar="S",
                    help="S seconds after the first connection, drop it silently")
+    p.add_argument("--vanish-on-answer", action="store_true",
+                   help="drop each session silently as soon as its answer is made (no ICE ever answered)")
     p.add_argument("--summary", metavar="FILE", help="write the summary JSON here on exit")
     add_break_analysis_option(p)
     p.add_argument("-v", "--verbose", action="count", default=0)
