@@ -41,6 +41,9 @@ final class TCPConnection: ByteStream {
     /// The host as the URL named it, for error messages.
     let host: String
 
+    /// With a stop, each poll lasts at most this long (see `wait`).
+    static let stopCheckMilliseconds: Int32 = 200
+
     private init(fd: Int32, host: String) {
         self.fd = fd
         self.host = host
@@ -138,8 +141,12 @@ final class TCPConnection: ByteStream {
             // poll skips an entry whose fd is negative: the second when there is no stop.
             var entries = (pollfd(fd: fd, events: events, revents: 0),
                            pollfd(fd: deadline.stop?.event.fd ?? -1, events: Int16(POLLIN), revents: 0))
+            // The stop's event may have other waiters (the publisher's control event wakes
+            // `publish()` too), and one of them can take the wake-up between the look at the
+            // request above and this poll: the request is looked at again at least this often.
+            let slice = deadline.stop == nil ? left : min(left, Self.stopCheckMilliseconds)
             let n = withUnsafeMutablePointer(to: &entries) {
-                $0.withMemoryRebound(to: pollfd.self, capacity: 2) { poll($0, 2, left) }
+                $0.withMemoryRebound(to: pollfd.self, capacity: 2) { poll($0, 2, slice) }
             }
             if n > 0 {
                 if entries.0.revents != 0 { return true }
@@ -148,7 +155,10 @@ final class TCPConnection: ByteStream {
                 deadline.stop?.event.drain()
                 continue
             }
-            if n == 0 { return false }
+            if n == 0 {
+                if slice < left { continue }   // only the slice passed
+                return false
+            }
             if errno != EINTR { throw .unreachable(host: host, reason: "poll: \(errnoText(errno))") }
         }
     }
