@@ -465,8 +465,9 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
             logger.notice("reconnecting in \(delay) s")
             setState(.reconnecting)
             let until = MonotonicTimestamp.now() + .milliseconds(Int64(delay * 1000))
+            // In slices: `publish()` and `unpublish()` wait on the same event and can take its wake-up.
             while !stopping, MonotonicTimestamp.now() < until, !control.withLock({ $0.renewRequested }) {
-                _ = wake.wait(milliseconds: Int32(max(1, (until - MonotonicTimestamp.now()).milliseconds)))
+                _ = wake.wait(milliseconds: Int32(max(1, min(200, (until - MonotonicTimestamp.now()).milliseconds))))
             }
             delay = min(delay * 2, settings.maxReconnectDelay)
         }

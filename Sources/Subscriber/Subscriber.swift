@@ -342,7 +342,12 @@ public final class Subscriber: Sendable {
             }
             setState(.reconnecting)
             logger.notice("reconnecting in \(delay) s")
-            if signal.wait(milliseconds: Int32(delay * 1000)), signal.isStopRequested {
+            // In slices: `wait(seconds:)` waits on the same event and can take a stop's wake-up.
+            let until = MonotonicTimestamp.now().seconds + delay
+            while MonotonicTimestamp.now().seconds < until, !signal.isStopRequested {
+                _ = signal.wait(milliseconds: Int32(min(until - MonotonicTimestamp.now().seconds, 0.2) * 1000) + 1)
+            }
+            if signal.isStopRequested {
                 finish(.stopped, .success(()))
                 return
             }
