@@ -315,27 +315,35 @@ def test_a_signal_as_the_router_starts_stops_it(tmp_path):
     assert killed > 0
 
 
-@pytest.mark.parametrize("json_lines", [False, True])
-def test_ctrl_c_while_joining_a_router_that_never_answers(json_lines):
-    """A router that takes the TCP connection and never answers the WebSocket upgrade: Ctrl-C
-    ends `subscribe --session` at once, saying so, rather than after --http-timeout (60 s here)."""
+def interrupted_while_a_server_never_answers(args):
+    """Runs camagent `args` (its URL's port given as {port}) against a loopback server that
+    takes the TCP connection and never answers; once it is connected, SIGINT. Returns
+    (exit code, stdout, stderr). It must end within 20 s: well within the 60 s
+    --http-timeout the tests give, which it would otherwise wait out."""
     import socket
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen(1)
         server.settimeout(30)
         port = server.getsockname()[1]
-        proc = subprocess.Popen([BIN, "subscribe", "--session", f"http://127.0.0.1:{port}/v2/sessions/s1",
-                                 "--token", "t", "--http-timeout", "60", "--audio-out", "none"]
-                                + (["--json"] if json_lines else []),
+        proc = subprocess.Popen([BIN, *(a.format(port=port) for a in args), "--http-timeout", "60"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         with killed_if_left(proc):
-            client, _ = server.accept()   # the subscriber is in its upgrade's wait now
+            client, _ = server.accept()   # camagent waits for the answer now
             with client:
                 proc.send_signal(signal.SIGINT)
-                # Well within the 60 s the wait would otherwise take.
                 out, err = proc.communicate(timeout=20)
-    assert proc.returncode == 0, (proc.returncode, err[-2000:])
+    return proc.returncode, out, err
+
+
+@pytest.mark.parametrize("json_lines", [False, True])
+def test_ctrl_c_while_joining_a_router_that_never_answers(json_lines):
+    """A router that never answers the WebSocket upgrade: Ctrl-C ends `subscribe --session` at
+    once, saying so."""
+    code, out, err = interrupted_while_a_server_never_answers(
+        ["subscribe", "--session", "http://127.0.0.1:{port}/v2/sessions/s1", "--token", "t", "--audio-out", "none"]
+        + (["--json"] if json_lines else []))
+    assert code == 0, (code, err[-2000:])
     if json_lines:
         stopped = [json.loads(l) for l in out.splitlines() if '"subscribe"' in l]
         assert [(e["state"], e["reason"]) for e in stopped] == [("stopped", "stopped while joining the session")], out
@@ -345,25 +353,12 @@ def test_ctrl_c_while_joining_a_router_that_never_answers(json_lines):
 
 @pytest.mark.parametrize("json_lines", [False, True])
 def test_ctrl_c_while_publishing_to_a_whip_server_that_never_answers(json_lines):
-    """A WHIP server that takes the POST and never answers: Ctrl-C unpublishes at once, saying
-    so, with exit 0, rather than after --http-timeout (60 s here)."""
-    import socket
-    with socket.socket() as server:
-        server.bind(("127.0.0.1", 0))
-        server.listen(1)
-        server.settimeout(30)
-        port = server.getsockname()[1]
-        proc = subprocess.Popen([BIN, "publish", "--device", "test-pattern", "--size", "160x120", "--audio", "none",
-                                 "--whip", f"http://127.0.0.1:{port}/whip", "--http-timeout", "60"]
-                                + (["--json"] if json_lines else []),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        with killed_if_left(proc):
-            client, _ = server.accept()   # the publisher is in its POST now
-            with client:
-                proc.send_signal(signal.SIGINT)
-                # Well within the 60 s the POST would otherwise take.
-                out, err = proc.communicate(timeout=20)
-    assert proc.returncode == 0, (proc.returncode, err[-2000:])
+    """A WHIP server that never answers the POST: Ctrl-C unpublishes at once, saying so, with
+    exit 0."""
+    code, out, err = interrupted_while_a_server_never_answers(
+        ["publish", "--device", "test-pattern", "--size", "160x120", "--audio", "none",
+         "--whip", "http://127.0.0.1:{port}/whip"] + (["--json"] if json_lines else []))
+    assert code == 0, (code, err[-2000:])
     if json_lines:
         stopped = [json.loads(l) for l in out.splitlines() if '"publish"' in l]
         assert [(e["state"], e["reason"]) for e in stopped] == [("stopped", "stopped while connecting")], out
@@ -373,21 +368,9 @@ def test_ctrl_c_while_publishing_to_a_whip_server_that_never_answers(json_lines)
 
 def test_ctrl_c_while_subscribing_to_a_whep_server_that_never_answers():
     """The same for `subscribe --whep`: Ctrl-C ends its stalled POST at once, with exit 0."""
-    import socket
-    with socket.socket() as server:
-        server.bind(("127.0.0.1", 0))
-        server.listen(1)
-        server.settimeout(30)
-        port = server.getsockname()[1]
-        proc = subprocess.Popen([BIN, "subscribe", "--whep", f"http://127.0.0.1:{port}/whep", "--http-timeout", "60",
-                                 "--audio-out", "none", "--json"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        with killed_if_left(proc):
-            client, _ = server.accept()
-            with client:
-                proc.send_signal(signal.SIGINT)
-                out, err = proc.communicate(timeout=20)
-    assert proc.returncode == 0, (proc.returncode, err[-2000:])
+    code, out, err = interrupted_while_a_server_never_answers(
+        ["subscribe", "--whep", "http://127.0.0.1:{port}/whep", "--audio-out", "none", "--json"])
+    assert code == 0, (code, err[-2000:])
     summaries = [json.loads(l) for l in out.splitlines() if '"summary"' in l]
     assert [e["state"] for e in summaries] == ["stopped"], out
 
