@@ -151,7 +151,8 @@ final class TCPConnection: ByteStream {
             if n > 0 {
                 if entries.0.revents != 0 { return true }
                 // Only the stop's event: a request (thrown above on the next turn), or a wake-up
-                // meant for this same thread (the stop serves the thread that waits here), taken.
+                // for this thread's other work or for another waiter, taken (each of those
+                // waits in slices, as here, so it looks again at what it waits for soon enough).
                 deadline.stop?.event.drain()
                 continue
             }
