@@ -336,6 +336,16 @@ def interrupted_while_a_server_never_answers(args):
     return proc.returncode, out, err
 
 
+def said_stopped(code, out, err, json_lines, *, event, reason, text):
+    """Exit 0 and the stop said once: as the JSON event `event` with `reason`, or as `text` on stderr."""
+    assert code == 0, (code, err[-2000:])
+    if json_lines:
+        stopped = [json.loads(l) for l in out.splitlines() if f'"{event}"' in l]
+        assert [(e["state"], e["reason"]) for e in stopped] == [("stopped", reason)], out
+    else:
+        assert text in err, err
+
+
 @pytest.mark.parametrize("json_lines", [False, True])
 def test_ctrl_c_while_joining_a_router_that_never_answers(json_lines):
     """A router that never answers the WebSocket upgrade: Ctrl-C ends `subscribe --session` at
@@ -343,12 +353,8 @@ def test_ctrl_c_while_joining_a_router_that_never_answers(json_lines):
     code, out, err = interrupted_while_a_server_never_answers(
         ["subscribe", "--session", "http://127.0.0.1:{port}/v2/sessions/s1", "--token", "t", "--audio-out", "none"]
         + (["--json"] if json_lines else []))
-    assert code == 0, (code, err[-2000:])
-    if json_lines:
-        stopped = [json.loads(l) for l in out.splitlines() if '"subscribe"' in l]
-        assert [(e["state"], e["reason"]) for e in stopped] == [("stopped", "stopped while joining the session")], out
-    else:
-        assert "subscribe: stopped while joining the session" in err, err
+    said_stopped(code, out, err, json_lines, event="subscribe", reason="stopped while joining the session",
+                 text="subscribe: stopped while joining the session")
 
 
 @pytest.mark.parametrize("json_lines", [False, True])
@@ -358,12 +364,8 @@ def test_ctrl_c_while_publishing_to_a_whip_server_that_never_answers(json_lines)
     code, out, err = interrupted_while_a_server_never_answers(
         ["publish", "--device", "test-pattern", "--size", "160x120", "--audio", "none",
          "--whip", "http://127.0.0.1:{port}/whip"] + (["--json"] if json_lines else []))
-    assert code == 0, (code, err[-2000:])
-    if json_lines:
-        stopped = [json.loads(l) for l in out.splitlines() if '"publish"' in l]
-        assert [(e["state"], e["reason"]) for e in stopped] == [("stopped", "stopped while connecting")], out
-    else:
-        assert "publish:   stopped while connecting" in err, err
+    said_stopped(code, out, err, json_lines, event="publish", reason="stopped while connecting",
+                 text="publish:   stopped while connecting")
 
 
 def test_ctrl_c_while_subscribing_to_a_whep_server_that_never_answers():
