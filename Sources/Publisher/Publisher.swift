@@ -62,11 +62,12 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
         var startingCapture = false
         /// The control thread's loop has returned (its last DELETE is done).
         var controlEnded = false
-        /// Capture was stopped: by whichever of `publish()` and `unpublish()` came first.
-        var captureStopped = false
         var lastStats: (time: MonotonicTimestamp, video: (UInt64, UInt64), audio: (UInt64, UInt64), encoded: UInt64)?
     }
     private let control = PThreadLocked(Control())
+    /// True once capture is stopped, by whichever of `publish()` and `unpublish()` comes first;
+    /// held while it stops, so that the other returns only once the devices are stopped.
+    private let captureStopped = PThreadLocked(false)
 
     public init(settings: PublisherSettings, videoCapture: (any VideoCapture)?, audioDevice: (any AudioDevice)?,
                 signaling: (any PublisherSignaling)?, logger: Logger,
@@ -111,15 +112,16 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
     /// Starts capture, connects, and returns once the first session carries
     /// media (or throws why it could not). `unpublish()` from another thread
     /// ends it at any step, the WHIP exchange included: it then throws
-    /// `unpublished`, once the control thread is done (a resource the server
-    /// made is deleted).
+    /// `unpublished`, once the control thread is done and capture stopped (a
+    /// resource the server answered with is deleted; one whose answer the
+    /// stop cut off is left to the server's own timeout).
     public func publish() throws(PublisherError) {
         let proceed = control.withLock { c -> Bool in
             c.startingCapture = !stopping
-            c.captureStopped = false
             return c.startingCapture
         }
         guard proceed else { throw .unpublished }
+        captureStopped.withLock { $0 = false }
         do throws(PublisherError) { try startCapture() } catch {
             control.withLock { $0.startingCapture = false }
             throw error
@@ -129,17 +131,21 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
             c.startingCapture = false
             return stopping
         }
-        if unpublished {
-            stopCapture()
-            throw .unpublished
-        }
+        if unpublished { throw unpublishedWhileStarting() }
         guard signaling != nil else {
             // Only the embedded server: capture runs, viewers come and go.
             setState(.serving)
+            if stopping { throw unpublishedWhileStarting() }   // `unpublish()` came as it started
             return
         }
-        let thread = StoppableThread(name: "camagent-publish", signal: controlSignal) { [self] _ in runControl() }
-        control.withLock { $0.thread = thread }
+        // Made and stored in one step: an `unpublish()` either comes first (and no thread is
+        // made) or finds the thread to join.
+        let started = control.withLock { c -> Bool in
+            guard !stopping else { return false }
+            c.thread = StoppableThread(name: "camagent-publish", signal: controlSignal) { [self] _ in runControl() }
+            return true
+        }
+        guard started else { throw unpublishedWhileStarting() }
         // Wait for the first outcome: connected, or the first failure.
         while true {
             if let outcome = control.withLock({ $0.firstOutcome }) {
@@ -149,19 +155,20 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
                 }
                 return
             }
-            if stopping {
-                // `unpublish()` from another thread. The control thread ends at once (a WHIP exchange
-                // under way too), after its DELETE; that end is waited for here too, so that the
-                // caller may exit as soon as this returns.
-                endControlThread()
-                if control.withLock({ $0.firstOutcome }) == nil {
-                    stopCapture()   // unless `unpublish()` did already
-                    throw .unpublished
-                }
-                continue   // it connected just before the stop: said as connected, then closed
-            }
+            if stopping { throw unpublishedWhileStarting() }
             _ = wake.wait(milliseconds: 100)
         }
+    }
+
+    /// `unpublish()` came from another thread while `publish()` ran: waits
+    /// for the control thread's end (a WHIP exchange under way ends at once,
+    /// then the DELETE) and for capture to be stopped, whichever thread does
+    /// it, so that the caller may exit as soon as `publish()` throws this.
+    private func unpublishedWhileStarting() -> PublisherError {
+        endControlThread()
+        stopCapture()   // or waits for `unpublish()` to be done with it
+        if state != .failed { setState(.closed) }
+        return .unpublished
     }
 
     /// Opens and starts the camera and the microphone, each feeding its encoder.
@@ -366,13 +373,15 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
     }
 
     private func stopCapture() {
-        let first = control.withLock { c in defer { c.captureStopped = true }; return !c.captureStopped }
-        guard first else { return }
-        video?.stop()
-        video?.setConsumer(nil)
-        videoPipeline?.stop()
-        audio?.stopCapture()
-        audio?.bus.setCaptureConsumer(nil)
+        captureStopped.withLock { stopped in
+            guard !stopped else { return }
+            stopped = true
+            video?.stop()
+            video?.setConsumer(nil)
+            videoPipeline?.stop()
+            audio?.stopCapture()
+            audio?.bus.setCaptureConsumer(nil)
+        }
     }
 
     /// What the camera reports: a loss it will recover from keeps every

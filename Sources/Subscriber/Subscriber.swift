@@ -344,8 +344,10 @@ public final class Subscriber: Sendable {
             logger.notice("reconnecting in \(delay) s")
             // In slices: `wait(seconds:)` waits on the same event and can take a stop's wake-up.
             let until = MonotonicTimestamp.now().seconds + delay
-            while MonotonicTimestamp.now().seconds < until, !signal.isStopRequested {
-                _ = signal.wait(milliseconds: Int32(min(until - MonotonicTimestamp.now().seconds, 0.2) * 1000) + 1)
+            while !signal.isStopRequested {
+                let left = until - MonotonicTimestamp.now().seconds   // read once: a negative poll timeout waits forever
+                if left <= 0 { break }
+                _ = signal.wait(milliseconds: Int32(min(left, 0.2) * 1000) + 1)
             }
             if signal.isStopRequested {
                 finish(.stopped, .success(()))

@@ -80,6 +80,8 @@ extension Session {
             return streamId
         case .relayed:
             // Its viewers are the session's subscribers: capture runs, nothing is sent until one offers.
+            // One unpublished already (a Ctrl-C as it started) is not announced.
+            if publisher.state == .closed { throw .publisher(.unpublished) }
             if publisher.state == .idle {
                 do { try publisher.publish() } catch { throw .publisher(error) }
             }
