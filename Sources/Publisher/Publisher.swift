@@ -127,25 +127,23 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
             throw error
         }
         // Capture runs, unless `unpublish()` came meanwhile: it left stopping capture to this thread.
-        let unpublished = control.withLock { c -> Bool in
+        // With a server, the control thread is made and stored in the same step: an `unpublish()`
+        // either comes first (and no thread is made) or finds the thread to join.
+        let started = control.withLock { c -> Bool in
             c.startingCapture = false
-            return stopping
+            guard !stopping else { return false }
+            if signaling != nil {
+                c.thread = StoppableThread(name: "camagent-publish", signal: controlSignal) { [self] _ in runControl() }
+            }
+            return true
         }
-        if unpublished { throw unpublishedWhileStarting() }
+        guard started else { throw unpublishedWhileStarting() }
         guard signaling != nil else {
             // Only the embedded server: capture runs, viewers come and go.
             setState(.serving)
             if stopping { throw unpublishedWhileStarting() }   // `unpublish()` came as it started
             return
         }
-        // Made and stored in one step: an `unpublish()` either comes first (and no thread is
-        // made) or finds the thread to join.
-        let started = control.withLock { c -> Bool in
-            guard !stopping else { return false }
-            c.thread = StoppableThread(name: "camagent-publish", signal: controlSignal) { [self] _ in runControl() }
-            return true
-        }
-        guard started else { throw unpublishedWhileStarting() }
         // Wait for the first outcome: connected, or the first failure.
         while true {
             if let outcome = control.withLock({ $0.firstOutcome }) {
@@ -245,9 +243,7 @@ public final class Publisher: @unchecked Sendable {   // mutable state behind `c
     /// Stops sending, tells the server (DELETE), stops capture. From any
     /// thread, at any time: a `publish()` under way throws `unpublished`.
     public func unpublish() {
-        // Asked first, so that a `publish()` starting capture sees it (below, or at its next step).
-        controlSignal.requestStop()
-        endControlThread()
+        endControlThread()   // asks first: a `publish()` starting capture sees it at its next step
         viewers.removeAll()
         if !control.withLock({ $0.startingCapture }) { stopCapture() }
         if state != .failed { setState(.closed) }
